@@ -26,7 +26,8 @@ def _load_faster_whisper(settings: dict):
 
 def _infer_faster_whisper(model, audio: Audio, settings: dict) -> dict:
     segments, _ = model.transcribe(audio.samples, beam_size=settings["beam_size"], language=settings["language"],
-                                   vad_filter=False, condition_on_previous_text=False)
+                                   vad_filter=False, condition_on_previous_text=False,
+                                   temperature=settings["temperature"], max_new_tokens=settings["max_new_tokens"])
     parts = [{"start": round(s.start, 2), "end": round(s.end, 2), "text": s.text.strip()} for s in segments]
     return {"text": " ".join(p["text"] for p in parts).strip(), "segments": parts}
 
@@ -55,7 +56,10 @@ def _infer_transformers_whisper(model, audio: Audio, settings: dict) -> dict:
 SPEC = ToolSpec(id="asr", index=0, description=DESCRIPTION, backends={
     "embedded": Backend(name="faster-whisper-tiny.en", library_version=package_version("faster-whisper"),
                         sample_rate=16000, load=_load_faster_whisper, infer=_infer_faster_whisper,
-                        default_settings={"compute_type": "int8", "cpu_threads": 1, "beam_size": 1, "language": "en"}),
+                        default_settings={"compute_type": "int8", "cpu_threads": 1, "beam_size": 1, "language": "en",
+                                          # one greedy pass: the temperature fallback re-decodes music/noise
+                                          # up to six times while hunting for a "good" transcript
+                                          "temperature": 0.0, "max_new_tokens": 128}),
     "cluster": Backend(name="transformers-whisper", library_version=package_version("transformers"), sample_rate=16000,
                        load=_load_transformers_whisper, infer=_infer_transformers_whisper, uses_gpu=True,
                        default_settings={"model_id": "openai/whisper-large-v3", "device": "cuda", "language": "en",

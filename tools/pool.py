@@ -28,12 +28,16 @@ class PoolConfig:
     timeout_s: float = 300.0
     actor_cpus: float = 0.25
     gpu_fraction: dict = field(default_factory=dict)  # tool id -> GPUs per actor, e.g. {"asr": 0.5}
+    replicas: dict = field(default_factory=dict)  # tool id -> number of actors (default 1), e.g. {"asr": 2}
 
     def __post_init__(self):
         if self.executor not in ("ray", "local"):
             raise ValueError(f"tools.executor must be 'ray' or 'local', got {self.executor!r}")
-        for tool_id in list(self.settings) + list(self.gpu_fraction):
+        for tool_id in list(self.settings) + list(self.gpu_fraction) + list(self.replicas):
             get_tool(tool_id)
+        for tool_id, count in self.replicas.items():
+            if not isinstance(count, int) or count < 1:
+                raise ValueError(f"tools.replicas.{tool_id} must be a positive integer, got {count!r}")
 
 
 def _actor_class():
@@ -76,19 +80,20 @@ class ToolPool:
                      runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
         return ray
 
-    def actor(self, tool_id: str):
-        if tool_id not in self._actors:
+    def actor(self, tool_id: str, replica: int = 0):
+        key = (tool_id, replica % self.config.replicas.get(tool_id, 1))
+        if key not in self._actors:
             self._ensure_ray()
-            self._actors[tool_id] = _actor_class().options(
+            self._actors[key] = _actor_class().options(
                 num_cpus=self.config.actor_cpus, num_gpus=self.config.gpu_fraction.get(tool_id, 0),
                 max_restarts=0).remote(tool_id, self.config.profile, self.config.settings, self.config.max_seconds)
-        return self._actors[tool_id]
+        return self._actors[key]
 
-    def restart(self, tool_id: str) -> None:
-        """Kill (if still alive) and forget ``tool_id``'s actor; the next call starts a fresh one."""
+    def restart(self, tool_id: str, replica: int = 0) -> None:
+        """Kill (if still alive) and forget one actor of ``tool_id``; the next call starts a fresh one."""
         import ray
 
-        actor = self._actors.pop(tool_id, None)
+        actor = self._actors.pop((tool_id, replica % self.config.replicas.get(tool_id, 1)), None)
         if actor is not None:
             ray.kill(actor, no_restart=True)
         self.restarts += 1
@@ -96,8 +101,8 @@ class ToolPool:
     def shutdown(self) -> None:
         import ray
 
-        for tool_id in list(self._actors):
-            ray.kill(self._actors.pop(tool_id), no_restart=True)
+        for key in list(self._actors):
+            ray.kill(self._actors.pop(key), no_restart=True)
 
     # -- calls ----------------------------------------------------------------------------------
     def _key(self, audio_hash: str, tool_id: str) -> tuple[str, str, str, str]:
@@ -144,43 +149,45 @@ class ToolPool:
         ray = self._ensure_ray()
         from ray.exceptions import GetTimeoutError, RayActorError
 
-        in_flight = {self.actor(tool_id).run.remote(path): (i, tool_id, path, key, 0) for i, tool_id, path, key in jobs}
+        in_flight = {self.actor(tool_id, n).run.remote(path): (i, tool_id, path, key, 0, n)
+                     for n, (i, tool_id, path, key) in enumerate(jobs)}
         while in_flight:
             done, _ = ray.wait(list(in_flight), num_returns=1, timeout=self.config.timeout_s)
             if not done:  # nothing finished within the timeout: fail the oldest call and restart its actor
                 ref = next(iter(in_flight))
-                i, tool_id, path, key, _ = in_flight.pop(ref)
+                i, tool_id, path, key, _, n = in_flight.pop(ref)
                 yield i, tool_id, key, make_record(tool_id, *key[2:], error=f"{path}: timed out after {self.config.timeout_s}s")
-                in_flight = self._resubmit_after_restart(tool_id, in_flight)
+                in_flight = self._resubmit_after_restart(tool_id, n, in_flight)
                 continue
             ref = done[0]
-            i, tool_id, path, key, attempt = in_flight.pop(ref)
+            i, tool_id, path, key, attempt, n = in_flight.pop(ref)
             try:
                 yield i, tool_id, key, ray.get(ref)
             except RayActorError as err:
                 if attempt >= 1:
                     yield i, tool_id, key, make_record(tool_id, *key[2:], error=f"{path}: tool actor died twice: {err}")
-                in_flight = self._resubmit_after_restart(tool_id, in_flight)
+                in_flight = self._resubmit_after_restart(tool_id, n, in_flight)
                 if attempt < 1:
-                    in_flight[self.actor(tool_id).run.remote(path)] = (i, tool_id, path, key, attempt + 1)
+                    in_flight[self.actor(tool_id, n).run.remote(path)] = (i, tool_id, path, key, attempt + 1, n)
             except GetTimeoutError:  # pragma: no cover - ray.wait said it was done
                 yield i, tool_id, key, make_record(tool_id, *key[2:], error=f"{path}: timed out")
 
-    def _resubmit_after_restart(self, tool_id: str, in_flight: dict) -> dict:
-        """Restart ``tool_id``'s actor and re-queue its other in-flight calls on the new one."""
-        if tool_id not in self._actors:
+    def _resubmit_after_restart(self, tool_id: str, replica: int, in_flight: dict) -> dict:
+        """Restart one actor of ``tool_id`` and re-queue the calls it still held on the new one."""
+        count = self.config.replicas.get(tool_id, 1)
+        if (tool_id, replica % count) not in self._actors:
             return in_flight
-        self.restart(tool_id)
+        self.restart(tool_id, replica)
         kept = {}
-        for ref, (i, tid, path, key, attempt) in in_flight.items():
-            if tid == tool_id:
-                kept[self.actor(tool_id).run.remote(path)] = (i, tid, path, key, attempt)
+        for ref, (i, tid, path, key, attempt, n) in in_flight.items():
+            if tid == tool_id and n % count == replica % count:
+                kept[self.actor(tool_id, n).run.remote(path)] = (i, tid, path, key, attempt, n)
             else:
-                kept[ref] = (i, tid, path, key, attempt)
+                kept[ref] = (i, tid, path, key, attempt, n)
         return kept
 
 
 def _progress(total: int, enabled: bool):
-    from tqdm.auto import tqdm
+    from autagent.progress import progress
 
-    return tqdm(total=total, desc="tools", unit="call", disable=not enabled or total == 0)
+    return progress(total=total, desc="tools", unit="call", disable=not enabled or total == 0)

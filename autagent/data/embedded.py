@@ -267,7 +267,7 @@ def _make_one(args) -> dict:
 
 def generate(config: EmbeddedBenchmarkConfig, progress: bool = True) -> dict[str, Path]:
     """Write ``<root>/<split>.json`` (MMAU format) and the audio; idempotent for a given config."""
-    from tqdm.auto import tqdm
+    from ..progress import progress as tqdm
 
     root = Path(config.root)
     types = list(config.types) or list(QUESTION_TYPES)

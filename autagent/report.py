@@ -1,0 +1,86 @@
+"""Human-readable outputs of an evaluation: the paper's Table 2 layout in Markdown, the
+Improved/Degraded breakdown, accuracy per method (Figure 2) and the tool-call distribution."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from tools import TOOL_IDS, get_tool
+
+LABELS = {"no_tool": "No-Tool", "random": "Random Selection", "all_tools": "All-Tools",
+          "tools_desc": "Tools-with-Descriptions", "oracle_single": "Oracle (single tool)",
+          "oracle_subsets": "Oracle (all subsets)", "policy": "AuTAgent (trained policy)"}
+
+
+def label(name: str) -> str:
+    if name.startswith("single:"):
+        tool = name.split(":", 1)[1]
+        return f"T{get_tool(tool).index + 1} {tool}"
+    return LABELS.get(name, name)
+
+
+def markdown_report(metrics: dict) -> str:
+    methods = metrics["methods"]
+    domains = sorted({d for m in methods.values() for d in m["by_domain"]})
+    head = ["Method", *[d.capitalize() for d in domains], "Avg", "Avg tools"]
+    lines = [f"# {metrics['dataset']}: reasoner {metrics['reasoner']} (n = {metrics['n']})", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name, m in methods.items():
+        cells = [label(name)] + [f"{100 * m['by_domain'].get(d, float('nan')):.1f}" for d in domains]
+        cells += [f"**{100 * m['accuracy']:.1f}**", f"{m['avg_tools']:.2f}"]
+        lines.append("| " + " | ".join(cells) + " |")
+    none, best = methods.get("no_tool"), methods.get("oracle_subsets")
+    if none and best and "policy" in methods and best["accuracy"] > none["accuracy"]:
+        share = (methods["policy"]["accuracy"] - none["accuracy"]) / (best["accuracy"] - none["accuracy"])
+        lines += ["", f"Share of the No-Tool → Oracle (all subsets) gap closed by the policy: **{100 * share:.1f} %**"]
+    lines += ["", "## Against No-Tool", "", "| Method | Improved | Degraded | Both correct | Both wrong |", "|---|---|---|---|---|"]
+    for name, m in methods.items():
+        if "vs_no_tool" in m:
+            v = m["vs_no_tool"]
+            lines.append(f"| {label(name)} | {v['improved']} | {v['degraded']} | {v['both_correct']} | {v['both_wrong']} |")
+    lines += ["", "## Tool calls", "", "| Method | " + " | ".join(TOOL_IDS) + " |", "|---|" + "---|" * len(TOOL_IDS)]
+    for name, m in methods.items():
+        lines.append(f"| {label(name)} | " + " | ".join(str(m["tool_calls"].get(t, 0)) for t in TOOL_IDS) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def plot_accuracy(metrics: dict, path: Path) -> None:
+    plt = _pyplot()
+    names = list(metrics["methods"])
+    values = [100 * metrics["methods"][n]["accuracy"] for n in names]
+    fig, ax = plt.subplots(figsize=(max(6, 0.7 * len(names)), 4))
+    colors = ["tab:red" if n == "policy" else "tab:gray" if n.startswith("oracle") else "tab:blue" for n in names]
+    ax.bar(range(len(names)), values, color=colors)
+    ax.set_xticks(range(len(names)), [label(n) for n in names], rotation=45, ha="right", fontsize=8)
+    ax.set_ylabel("accuracy (%)")
+    ax.set_title(f"{metrics['dataset']} / {metrics['reasoner']}")
+    for i, v in enumerate(values):
+        ax.text(i, v + 0.5, f"{v:.1f}", ha="center", fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_tool_calls(metrics: dict, path: Path) -> None:
+    plt = _pyplot()
+    names = [n for n in ("random", "all_tools", "tools_desc", "oracle_subsets", "policy") if n in metrics["methods"]]
+    fig, ax = plt.subplots(figsize=(7, 4))
+    width = 0.8 / max(len(names), 1)
+    for k, name in enumerate(names):
+        calls = metrics["methods"][name]["tool_calls"]
+        ax.bar([i + k * width for i in range(len(TOOL_IDS))], [calls[t] for t in TOOL_IDS], width, label=label(name))
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(TOOL_IDS))], [f"T{i + 1} {t}" for i, t in enumerate(TOOL_IDS)],
+                  rotation=30, ha="right", fontsize=8)
+    ax.set_ylabel("calls")
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

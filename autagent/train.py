@@ -1,0 +1,248 @@
+"""GRPO training of the router policy: the paper's Algorithm 1, written as one readable loop.
+
+Per step, for a batch of B queries:
+  1. y_base: the reasoner's no-tool answer, computed once per query for the whole run;
+  2. G tool subsets per query sampled from π_old (temperature T);
+  3. the reasoner answers with each subset's cached tool records; a subset drawn twice in a
+     group, or already asked in an earlier step, is not asked again;
+  4. rewards (differential or binary, TRL signature), group-normalised advantages;
+  5. ``inner_epochs`` passes of the clipped objective with a KL penalty to the frozen reference.
+
+A checkpoint after every ``checkpoint_every`` steps holds the policy, the optimiser state and the
+step; batches and sampling are functions of (seed, step), so a resumed run continues exactly where
+the killed one stopped.  Everything is safetensors/JSON, nothing pickled.
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+from safetensors.torch import load_file, save_file
+
+from rewards import get_reward
+from tools import TOOL_IDS
+
+from .data.sample import Sample
+from .grpo import GRPOConfig, group_advantages, grpo_loss
+from .policies.router import Router, subset_ids
+from .scoring import is_correct
+
+
+@dataclass
+class TrainCounters:
+    """What the run actually asked for, against what Algorithm 1 done naively would ask."""
+
+    reasoner_calls: int = 0
+    naive_reasoner_calls: int = 0
+    naive_tool_runs: int = 0
+    steps: int = 0
+    subset_memo: dict = field(default_factory=dict)
+
+
+class RouterTrainer:
+    def __init__(self, policy: Router, features: torch.Tensor, samples: list[Sample], records: dict[str, dict],
+                 reasoner, grpo: GRPOConfig, reward_kind: str = "differential", tool_cost: float = 0.0,
+                 run_dir: str | Path | None = None, seed: int = 0, checkpoint_every: int = 1,
+                 dev: tuple[torch.Tensor, list[Sample]] | None = None, eval_every: int = 25, logger=None,
+                 progress: bool = False):
+        if len(samples) != features.shape[0]:
+            raise ValueError(f"{len(samples)} samples but {features.shape[0]} feature rows")
+        self.policy, self.features, self.samples, self.records = policy, features, samples, records
+        self.reasoner, self.cfg, self.seed = reasoner, grpo, seed
+        self.reward_fn = get_reward(reward_kind, tool_cost)
+        self.reference = Router(features.shape[1], policy.config)
+        self.reference.load_state_dict(policy.state_dict())
+        self.reference.requires_grad_(False)
+        self.optimizer = torch.optim.AdamW(policy.parameters(), lr=grpo.learning_rate, weight_decay=grpo.weight_decay)
+        self.run_dir = Path(run_dir) if run_dir else None
+        self.checkpoint_every = checkpoint_every
+        self.dev, self.eval_every, self.logger, self.progress = dev, eval_every, logger, progress
+        self.step = 0
+        self.counters = TrainCounters()
+        self.base_predictions: dict[str, str | None] = {}
+
+    # -- Algorithm 1, line by line ----------------------------------------------------------------
+    def batch_indices(self, step: int) -> np.ndarray:
+        """The queries of ``step``: consecutive slices of per-epoch permutations seeded by (seed, epoch)."""
+        n, b = len(self.samples), self.cfg.batch_size
+        start = step * b
+        order = []
+        epoch = start // n
+        while len(order) < (start % n) + b:
+            order.extend(np.random.default_rng([self.seed, epoch]).permutation(n).tolist())
+            epoch += 1
+        return np.array(order[start % n:start % n + b])
+
+    def baseline_answers(self) -> None:
+        """y_base for every training query, once per run (and across runs, via the answer cache)."""
+        todo = [s for s in self.samples if s.id not in self.base_predictions]
+        if todo:
+            replies = self.reasoner.answer_many([(s, None) for s in todo])
+            self.base_predictions.update({s.id: r for s, r in zip(todo, replies)})
+            self.counters.reasoner_calls += len(todo)
+
+    def answers_for(self, batch: list[Sample], subsets: list[list[tuple[str, ...]]]) -> list[list[str | None]]:
+        """ŷ for each (query, subset); only never-seen (query, subset) pairs reach the reasoner."""
+        memo = self.counters.subset_memo
+        missing = {}
+        for sample, group in zip(batch, subsets):
+            for subset in group:
+                key = (sample.id, subset)
+                if subset and key not in memo and key not in missing:
+                    missing[key] = (sample, [self.records[sample.id][t] for t in subset])
+        if missing:
+            replies = self.reasoner.answer_many(list(missing.values()))
+            memo.update(zip(missing, replies))
+            self.counters.reasoner_calls += len(missing)
+        return [[memo[(s.id, z)] if z else self.base_predictions[s.id] for z in group] for s, group in zip(batch, subsets)]
+
+    def train_step(self) -> dict:
+        started = time.perf_counter()
+        cfg = self.cfg
+        index = self.batch_indices(self.step)
+        batch = [self.samples[i] for i in index]
+        feats = self.features[index]
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.step)
+        draws = self.policy.sample(feats, cfg.group_size, generator, cfg.temperature)  # [B, G, T]
+        subsets = [[subset_ids(row) for row in group] for group in draws]
+        predictions = self.answers_for(batch, subsets)
+        flat = [(s, z, p) for s, group, preds in zip(batch, subsets, predictions) for z, p in zip(group, preds)]
+        rewards = self.reward_fn(
+            prompts=[s.question for s, _, _ in flat], completions=[",".join(z) for _, z, _ in flat],
+            predictions=[p for _, _, p in flat], base_predictions=[self.base_predictions[s.id] for s, _, _ in flat],
+            answer=[s.answer for s, _, _ in flat], choices=[s.choices for s, _, _ in flat],
+            num_tools=[len(z) for _, z, _ in flat])
+        reward_matrix = torch.tensor(rewards, dtype=torch.float32).view(len(batch), cfg.group_size)
+        advantages = group_advantages(reward_matrix, cfg.advantage_epsilon)
+        with torch.no_grad():
+            logp_old = self.policy.log_prob(feats, draws, cfg.temperature)
+            logp_ref = self.reference.log_prob(feats, draws, cfg.temperature)
+        for _ in range(cfg.inner_epochs):
+            logp_new = self.policy.log_prob(feats, draws, cfg.temperature)
+            loss, stats = grpo_loss(logp_new, logp_old, logp_ref, advantages, cfg.clip_epsilon, cfg.beta)
+            self.optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+            self.optimizer.step()
+        self.step += 1
+        self.counters.steps += 1
+        self.counters.naive_reasoner_calls += len(batch) * (cfg.group_size + 1)
+        self.counters.naive_tool_runs += int(draws.sum())
+        r = reward_matrix.flatten()
+        calls = draws.sum(dim=(0, 1))
+        metrics = {"step": self.step, "loss": loss.item(), **stats, "reward_mean": float(r.mean()),
+                   "reward_std": float(r.std()), "reward_share_neg": float((r < 0).float().mean()),
+                   "reward_share_zero": float((r == 0).float().mean()), "reward_share_pos": float((r > 0).float().mean()),
+                   "accuracy_sampled": float(np.mean([is_correct(s, p) for s, _, p in flat])),
+                   "avg_tools": float(draws.sum(-1).mean()), "step_seconds": time.perf_counter() - started,
+                   **{f"tool_share/{t}": float(c) / draws.shape[0] / draws.shape[1] for t, c in zip(TOOL_IDS, calls)}}
+        return metrics
+
+    def dev_accuracy(self) -> dict:
+        feats, samples = self.dev
+        chosen = [subset_ids(row) for row in self.policy.select(feats)]
+        replies = self.reasoner.answer_many([(s, [self.records[s.id][t] for t in z] if z else None) for s, z in zip(samples, chosen)])
+        return {"dev_accuracy": float(np.mean([is_correct(s, p) for s, p in zip(samples, replies)])),
+                "dev_avg_tools": float(np.mean([len(z) for z in chosen]))}
+
+    def train(self, resume: bool = False) -> list[dict]:
+        from ..progress import progress as tqdm
+
+        if resume:
+            self.load_latest()
+        elif self.run_dir is not None and (self.run_dir / "checkpoints").exists():
+            raise FileExistsError(f"{self.run_dir}/checkpoints exists: pass --resume to continue that run, "
+                                  f"or choose another run name / remove the directory")
+        self.baseline_answers()
+        history = []
+        bar = tqdm(total=self.cfg.steps, initial=self.step, desc="grpo", unit="step", disable=not self.progress)
+        while self.step < self.cfg.steps:
+            metrics = self.train_step()
+            if self.dev is not None and (self.step % self.eval_every == 0 or self.step == self.cfg.steps):
+                metrics.update(self.dev_accuracy())
+            history.append(metrics)
+            self.log(metrics)
+            if self.run_dir is not None and (self.step % self.checkpoint_every == 0 or self.step == self.cfg.steps):
+                self.save_checkpoint()
+            bar.update(1)
+            bar.set_postfix(reward=f"{metrics['reward_mean']:+.2f}", tools=f"{metrics['avg_tools']:.2f}")
+        bar.close()
+        return history
+
+    # -- logging and checkpoints ------------------------------------------------------------------
+    def log(self, metrics: dict) -> None:
+        if self.run_dir is not None:
+            with open(self.run_dir / "train_log.jsonl", "a") as handle:
+                handle.write(json.dumps(metrics) + "\n")
+        if self.logger is not None:
+            self.logger.log(metrics, step=metrics["step"])
+
+    def save_checkpoint(self) -> Path:
+        """``checkpoints/step-N``: written to a temporary folder, then renamed; the two newest are kept."""
+        root = self.run_dir / "checkpoints"
+        root.mkdir(parents=True, exist_ok=True)
+        final = root / f"step-{self.step:06d}"
+        tmp = root / f".tmp-step-{self.step:06d}"
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir()
+        save_file({k: v.contiguous() for k, v in self.policy.state_dict().items()}, tmp / "policy.safetensors")
+        save_file({k: v.contiguous() for k, v in self.reference.state_dict().items()}, tmp / "reference.safetensors")
+        tensors, meta = optimizer_to_tensors(self.optimizer)
+        save_file(tensors, tmp / "optimizer.safetensors")
+        memo = [[sid, list(z), reply] for (sid, z), reply in self.counters.subset_memo.items()]
+        state = {"step": self.step, "optimizer": meta, "base_predictions": self.base_predictions, "subset_memo": memo,
+                 "counters": {"reasoner_calls": self.counters.reasoner_calls,
+                              "naive_reasoner_calls": self.counters.naive_reasoner_calls,
+                              "naive_tool_runs": self.counters.naive_tool_runs, "steps": self.counters.steps}}
+        (tmp / "state.json").write_text(json.dumps(state))
+        shutil.rmtree(final, ignore_errors=True)
+        tmp.rename(final)
+        for old in sorted(root.glob("step-*"))[:-2]:
+            shutil.rmtree(old, ignore_errors=True)
+        return final
+
+    def load_latest(self) -> None:
+        root = self.run_dir / "checkpoints" if self.run_dir else None
+        found = sorted(root.glob("step-*")) if root and root.exists() else []
+        if not found:
+            raise FileNotFoundError(f"--resume: no checkpoint under {root}")
+        path = found[-1]
+        self.policy.load_state_dict(load_file(path / "policy.safetensors"))
+        self.reference.load_state_dict(load_file(path / "reference.safetensors"))
+        state = json.loads((path / "state.json").read_text())
+        optimizer_from_tensors(self.optimizer, load_file(path / "optimizer.safetensors"), state["optimizer"])
+        self.step = state["step"]
+        self.base_predictions = state["base_predictions"]
+        self.counters.subset_memo = {(sid, tuple(z)): reply for sid, z, reply in state["subset_memo"]}
+        for key, value in state["counters"].items():
+            setattr(self.counters, key, value)
+        log = self.run_dir / "train_log.jsonl"
+        if log.exists():  # drop log lines of steps after the checkpoint (the step that was lost)
+            kept = [line for line in log.read_text().splitlines() if line and json.loads(line)["step"] <= self.step]
+            log.write_text("".join(line + "\n" for line in kept))
+
+
+def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
+    """An optimiser's state as flat tensors plus JSON metadata (no pickle)."""
+    state = optimizer.state_dict()
+    tensors, meta = {}, {"param_groups": state["param_groups"], "scalars": {}}
+    for pid, slots in state["state"].items():
+        for name, value in slots.items():
+            if torch.is_tensor(value):
+                tensors[f"{pid}.{name}"] = value.contiguous()
+            else:
+                meta["scalars"][f"{pid}.{name}"] = value
+    return tensors, meta
+
+
+def optimizer_from_tensors(optimizer: torch.optim.Optimizer, tensors: dict, meta: dict) -> None:
+    state: dict = {}
+    for key, value in list(tensors.items()) + list(meta["scalars"].items()):
+        pid, name = key.split(".", 1)
+        state.setdefault(int(pid), {})[name] = value
+    optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})

@@ -1,0 +1,64 @@
+"""Reward functions for tool-selection GRPO, in TRL's reward-function signature.
+
+``reward(prompts, completions, **columns) -> list[float]``: one float per completion.  The
+columns they read (lists aligned with ``completions``):
+
+* ``predictions``: the reasoner's reply with the completion's tools (ŷ),
+* ``base_predictions``: its reply with no tools (y_base),
+* ``answer`` and ``choices``: the gold choice (y*) and the options, for MMAU string matching,
+* ``num_tools`` (optional): |z|, for the optional per-tool cost.
+
+Differential (the paper's): ``r = 1[ŷ = y*] − 1[y_base = y*]`` ∈ {−1, 0, +1}.
+Binary (the ablation):     ``r = 1[ŷ = y*]`` ∈ {0, 1}.
+"""
+from __future__ import annotations
+
+from functools import partial
+from typing import Callable
+
+from autagent.scoring import string_match
+
+RewardFn = Callable[..., list[float]]
+
+
+def _correct(predictions, answer, choices) -> list[float]:
+    return [float(string_match(a, p, c)) for p, a, c in zip(predictions, answer, choices)]
+
+
+def _cost(num_tools, tool_cost: float, n: int) -> list[float]:
+    if not tool_cost:
+        return [0.0] * n
+    if num_tools is None:
+        raise ValueError("tool_cost > 0 needs the 'num_tools' column")
+    return [tool_cost * k for k in num_tools]
+
+
+def differential_reward(prompts, completions, *, predictions, base_predictions, answer, choices,
+                        num_tools=None, tool_cost: float = 0.0, **_) -> list[float]:
+    """``1[ŷ = y*] − 1[y_base = y*]`` (minus ``tool_cost·|z|``): credit only for what the tools changed."""
+    with_tools = _correct(predictions, answer, choices)
+    without = _correct(base_predictions, answer, choices)
+    cost = _cost(num_tools, tool_cost, len(completions))
+    return [w - b - c for w, b, c in zip(with_tools, without, cost)]
+
+
+def binary_reward(prompts, completions, *, predictions, answer, choices, num_tools=None,
+                  tool_cost: float = 0.0, **_) -> list[float]:
+    """``1[ŷ = y*]`` (minus ``tool_cost·|z|``): the ablation, blind to whether tools were needed."""
+    correct = _correct(predictions, answer, choices)
+    cost = _cost(num_tools, tool_cost, len(completions))
+    return [w - c for w, c in zip(correct, cost)]
+
+
+REWARDS: dict[str, RewardFn] = {"differential": differential_reward, "binary": binary_reward}
+
+
+def get_reward(kind: str, tool_cost: float = 0.0) -> RewardFn:
+    if kind not in REWARDS:
+        raise ValueError(f"reward.kind must be one of {sorted(REWARDS)}, got {kind!r}")
+    fn = partial(REWARDS[kind], tool_cost=tool_cost)
+    fn.__name__ = f"{kind}_reward"  # TRL logs rewards by function name
+    return fn
+
+
+__all__ = ["REWARDS", "binary_reward", "differential_reward", "get_reward"]
