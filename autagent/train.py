@@ -151,7 +151,7 @@ class RouterTrainer:
                 "dev_avg_tools": float(np.mean([len(z) for z in chosen]))}
 
     def train(self, resume: bool = False) -> list[dict]:
-        from ..progress import progress as tqdm
+        from .progress import progress as tqdm
 
         if resume:
             self.load_latest()

@@ -149,8 +149,11 @@ class ToolPool:
         ray = self._ensure_ray()
         from ray.exceptions import GetTimeoutError, RayActorError
 
-        in_flight = {self.actor(tool_id, n).run.remote(path): (i, tool_id, path, key, 0, n)
-                     for n, (i, tool_id, path, key) in enumerate(jobs)}
+        per_tool: dict[str, int] = {}
+        in_flight = {}
+        for i, tool_id, path, key in jobs:  # spread each tool's calls over its replicas in turn
+            n = per_tool[tool_id] = per_tool.get(tool_id, -1) + 1
+            in_flight[self.actor(tool_id, n).run.remote(path)] = (i, tool_id, path, key, 0, n)
         while in_flight:
             done, _ = ray.wait(list(in_flight), num_returns=1, timeout=self.config.timeout_s)
             if not done:  # nothing finished within the timeout: fail the oldest call and restart its actor

@@ -1,0 +1,110 @@
+"""Shared fixtures: audio the tests generate, a tiny embedded benchmark with its tool records.
+
+Everything is built locally (espeak-ng, fluidsynth, numpy); nothing is downloaded.
+"""
+from __future__ import annotations
+
+import os
+
+for _key, _value in {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
+                     "WANDB_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false"}.items():
+    os.environ.setdefault(_key, _value)
+
+import numpy as np  # noqa: E402
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+torch.set_num_threads(1)
+
+
+@pytest.fixture(scope="session")
+def audio_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("audio")
+
+
+@pytest.fixture(scope="session")
+def speech_wav(audio_dir):
+    from autagent.data import synth
+
+    text = "The quick brown fox jumps over the lazy dog near the river bank"
+    path = audio_dir / "speech.wav"
+    synth.write_wav(path, synth.normalise(synth.speech(text, voice="en-us", rate=150)))
+    return path, text
+
+
+@pytest.fixture(scope="session")
+def chord_wav(audio_dir):
+    """C major, A minor, F major, G major, two seconds each, on a General-MIDI piano."""
+    from autagent.data import synth
+    from autagent.data.embedded import CHORDS
+
+    names = ["C major", "A minor", "F major", "G major"]
+    notes = [(2.0 * k, 2.0 * k + 1.95, p, 100) for k, n in enumerate(names) for p in CHORDS[n]]
+    path = audio_dir / "chords.wav"
+    synth.write_wav(path, synth.normalise(synth.render_midi(notes, program=0, duration=8.0)))
+    return path, names
+
+
+@pytest.fixture(scope="session")
+def click_wav(audio_dir):
+    from autagent.data import synth
+
+    bpm, sr = 120.0, synth.SR
+    audio = np.zeros(int(10 * sr), dtype=np.float32)
+    click = synth.tone(1500, 0.03, decay=120.0)
+    for t in np.arange(0.0, 9.9, 60.0 / bpm):
+        start = int(t * sr)
+        audio[start:start + len(click)] += click
+    path = audio_dir / "clicks.wav"
+    synth.write_wav(path, synth.normalise(audio))
+    return path, bpm
+
+
+@pytest.fixture(scope="session")
+def melody_wav(audio_dir):
+    """A sine melody A4, C5, E5, G4 (0.75 s each) at 44.1 kHz stereo: exercises resampling and downmix."""
+    import soundfile as sf
+
+    freqs, sr, seconds = [440.0, 523.25, 659.26, 392.0], 44100, 0.75
+    t = np.arange(int(sr * seconds)) / sr
+    mono = np.concatenate([0.5 * np.sin(2 * np.pi * f * t) for f in freqs]).astype(np.float32)
+    path = audio_dir / "melody.wav"
+    sf.write(str(path), np.stack([mono, mono], axis=1), sr)
+    return path, freqs, seconds
+
+
+@pytest.fixture(scope="session")
+def music_wav(audio_dir):
+    from autagent.data import synth
+
+    notes = [(0.5 * i, 0.5 * i + 0.45, 60 + [0, 4, 7, 12, 7, 4, 0, 5][i], 100) for i in range(8)]
+    path = audio_dir / "music.wav"
+    synth.write_wav(path, synth.normalise(synth.render_midi(notes, program=40, duration=4.0)))
+    return path
+
+
+@pytest.fixture(scope="session")
+def quiet_wav(audio_dir):
+    """Room tone at about -60 dBFS: quiet, not digitally silent."""
+    from autagent.data import synth
+
+    rng = np.random.default_rng(0)
+    path = audio_dir / "quiet.wav"
+    synth.write_wav(path, (1e-3 * rng.standard_normal(3 * synth.SR)).astype(np.float32))
+    return path
+
+
+@pytest.fixture(scope="session")
+def tiny_bench(tmp_path_factory):
+    """A small embedded benchmark (all question types) with every tool's records, computed once."""
+    from autagent.data import load_dataset
+    from autagent.data.embedded import EmbeddedBenchmarkConfig, generate
+    from tools.pool import PoolConfig, ToolPool
+
+    root = tmp_path_factory.mktemp("bench")
+    paths = generate(EmbeddedBenchmarkConfig(root=str(root / "data"), seed=3, sizes={"train": 30, "test": 15}), progress=False)
+    splits = {name: load_dataset(path) for name, path in paths.items()}
+    pool = ToolPool(PoolConfig(executor="local", cache_dir=str(root / "cache")))
+    samples = splits["train"] + splits["test"]
+    records = dict(zip([s.id for s in samples], pool.run_many([s.audio for s in samples])))
+    return {"root": root, "paths": paths, "cache": root / "cache", **splits, "records": records}

@@ -1,0 +1,67 @@
+"""The audio loader and bad-input handling: clear errors, and a batch that always completes."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from tools import ToolRunner
+from tools.audio import AudioError, load_audio
+from tools.pool import PoolConfig, ToolPool
+
+
+@pytest.fixture()
+def bad_files(tmp_path):
+    files = {"missing": tmp_path / "missing.wav", "empty": tmp_path / "empty.wav", "corrupt": tmp_path / "corrupt.wav",
+             "silent": tmp_path / "silent.wav", "nan": tmp_path / "nan.wav"}
+    files["empty"].write_bytes(b"")
+    files["corrupt"].write_bytes(b"RIFF\x00\x00garbage" + bytes(range(256)) * 4)
+    sf.write(str(files["silent"]), np.zeros(16000, dtype=np.float32), 16000)
+    nan = np.full(16000, np.nan, dtype=np.float32)
+    sf.write(str(files["nan"]), nan, 16000, subtype="FLOAT")
+    return files
+
+
+@pytest.mark.parametrize("kind, reason", [("missing", "file not found"), ("empty", "empty"), ("corrupt", "cannot decode"),
+                                          ("silent", "silent"), ("nan", "NaN")])
+def test_bad_file_errors_name_file_and_reason(bad_files, kind, reason):
+    with pytest.raises(AudioError) as err:
+        load_audio(bad_files[kind])
+    assert str(bad_files[kind]) in str(err.value) and reason in str(err.value)
+
+
+def test_resampling_downmix_and_length_cap(melody_wav, tmp_path):
+    path, _, _ = melody_wav
+    audio = load_audio(path, sample_rate=16000, max_seconds=1.5)
+    assert audio.sample_rate == 16000 and audio.samples.ndim == 1
+    assert abs(audio.duration - 1.5) < 0.01
+    flac = tmp_path / "clip.flac"
+    sf.write(str(flac), np.sin(np.linspace(0, 2000, 8000)).astype(np.float32), 8000)
+    assert load_audio(flac, 22050).sample_rate == 22050
+
+
+def test_mp3_via_ffmpeg_fallback(speech_wav, tmp_path):
+    import subprocess
+
+    mp3 = tmp_path / "speech.mp3"
+    subprocess.run(["ffmpeg", "-loglevel", "error", "-y", "-i", str(speech_wav[0]), str(mp3)], check=True)
+    audio = load_audio(mp3, 16000)
+    assert audio.duration > 2.0
+
+
+def test_bad_clip_gives_error_records_and_batch_completes(bad_files, click_wav, tmp_path):
+    pool = ToolPool(PoolConfig(executor="local", cache_dir=str(tmp_path / "cache")))
+    paths = [str(bad_files["corrupt"]), str(click_wav[0]), str(bad_files["missing"]), str(bad_files["silent"])]
+    results = pool.run_many(paths, ["tempo", "pitch"])
+    assert "error" not in results[1]["tempo"] and results[1]["tempo"]["output"]["bpm"] > 0
+    for i in (0, 2, 3):
+        for tool in ("tempo", "pitch"):
+            assert "error" in results[i][tool] and paths[i] in results[i][tool]["error"]
+    # errors are not cached: once the file is fixed, it is computed
+    assert pool.cache.get(*pool._key("0" * 64, "tempo")) is None
+
+
+def test_runner_never_raises_on_model_failure(tmp_path, click_wav):
+    runner = ToolRunner("embedded", {"asr": {"model_path": str(tmp_path / "no-such-model")}})
+    record = runner.run("asr", str(click_wav[0]))
+    assert "error" in record and record["output"] is None

@@ -1,0 +1,85 @@
+"""GRPO on the router against the real embedded reasoner: learning, resume, call accounting."""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from autagent.grpo import GRPOConfig
+from autagent.policies.router import Featurizer, Router, RouterConfig
+from autagent.reasoners import CachedReasoner
+from autagent.reasoners.embedded import EmbeddedReasoner, EmbeddedReasonerConfig
+from autagent.train import RouterTrainer
+from tools import TOOL_IDS
+
+
+@pytest.fixture(scope="module")
+def setup(tiny_bench):
+    featurizer = Featurizer(RouterConfig())
+    samples = tiny_bench["train"]
+    features = featurizer([s.question for s in samples], [s.audio for s in samples])
+    reasoner = EmbeddedReasoner(EmbeddedReasonerConfig(attention_temperature=0.3, hearing_weight=2.0))
+    return featurizer, samples, features, tiny_bench["records"], reasoner
+
+
+def _trainer(setup, steps, run_dir=None, seed=0):
+    featurizer, samples, features, records, reasoner = setup
+    torch.manual_seed(seed)
+    policy = Router(featurizer.dim, RouterConfig())
+    grpo = GRPOConfig(steps=steps, batch_size=8, group_size=6, learning_rate=0.01, beta=0.02)
+    return RouterTrainer(policy, features, samples, records, CachedReasoner(reasoner, None), grpo,
+                         run_dir=run_dir, seed=seed)
+
+
+def _needed_tool_probability(trainer) -> float:
+    probs = trainer.policy.tool_probabilities(trainer.features)
+    values = [probs[i, TOOL_IDS.index(t)] for i, s in enumerate(trainer.samples) for t in s.meta["tools"]]
+    return float(torch.stack(values).mean())
+
+
+def test_policy_moves_toward_rewarded_tools(setup):
+    trainer = _trainer(setup, steps=40)
+    before = _needed_tool_probability(trainer)
+    history = trainer.train()
+    after = _needed_tool_probability(trainer)
+    assert after > before + 0.15, (before, after)
+    first = sum(h["reward_mean"] for h in history[:5]) / 5
+    last = sum(h["reward_mean"] for h in history[-5:]) / 5
+    assert last > first
+
+
+def test_resume_matches_an_uninterrupted_run(setup, tmp_path):
+    straight = _trainer(setup, steps=6, run_dir=tmp_path / "a")
+    straight.train()
+    interrupted = _trainer(setup, steps=3, run_dir=tmp_path / "b")
+    interrupted.train()
+    with open(tmp_path / "b" / "train_log.jsonl", "a") as log:  # a step that ran but was never checkpointed
+        log.write(json.dumps({"step": 4, "reward_mean": 9.9}) + "\n")
+    resumed = _trainer(setup, steps=6, run_dir=tmp_path / "b", seed=0)
+    resumed.train(resume=True)
+    for (name, a), (_, b) in zip(straight.policy.state_dict().items(), resumed.policy.state_dict().items()):
+        assert torch.allclose(a, b, atol=1e-6), name
+    log_a = [json.loads(line) for line in (tmp_path / "a" / "train_log.jsonl").read_text().splitlines()]
+    log_b = [json.loads(line) for line in (tmp_path / "b" / "train_log.jsonl").read_text().splitlines()]
+    assert [r["step"] for r in log_b] == [1, 2, 3, 4, 5, 6]
+    assert [r["reward_mean"] for r in log_a] == [r["reward_mean"] for r in log_b]
+    assert len(list((tmp_path / "b" / "checkpoints").glob("step-*"))) == 2
+
+
+def test_fresh_run_refuses_to_overwrite_and_resume_needs_checkpoint(setup, tmp_path):
+    _trainer(setup, steps=1, run_dir=tmp_path / "r").train()
+    with pytest.raises(FileExistsError, match="--resume"):
+        _trainer(setup, steps=2, run_dir=tmp_path / "r").train()
+    with pytest.raises(FileNotFoundError, match="no checkpoint"):
+        _trainer(setup, steps=2, run_dir=tmp_path / "empty").train(resume=True)
+
+
+def test_reasoner_is_never_asked_twice_for_the_same_subset(setup):
+    trainer = _trainer(setup, steps=8)
+    trainer.train()
+    counters = trainer.counters
+    assert counters.naive_reasoner_calls == 8 * 8 * 7
+    assert counters.reasoner_calls == len(trainer.samples) + len([k for k in counters.subset_memo])
+    assert counters.reasoner_calls < counters.naive_reasoner_calls
+    assert trainer.reasoner.inner is setup[4] and trainer.reasoner.calls == counters.reasoner_calls
