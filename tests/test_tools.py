@@ -70,11 +70,24 @@ def _wer(reference: str, hypothesis: str) -> float:
     return d[-1] / len(ref)
 
 
-def test_asr_transcribes_espeak_speech(runner, speech_wav):
-    path, text = speech_wav
-    output = runner.run("asr", str(path))["output"]
-    assert _wer(text, output["text"]) <= 0.15, output["text"]
-    assert output["segments"] and output["segments"][0]["start"] >= 0.0
+def test_asr_transcribes_espeak_speech(runner, speech_wav, tmp_path):
+    """Corpus WER over several espeak-ng sentences and voices (errors / reference words) <= 15 %."""
+    from autagent.data import synth
+    from autagent.data.embedded import SENTENCES
+
+    clips = [speech_wav]
+    for k, (sentence, voice) in enumerate(zip(SENTENCES[:6], ["en-us", "en-gb", "en-us+m3"] * 2)):
+        path = tmp_path / f"s{k}.wav"
+        synth.write_wav(path, synth.normalise(synth.speech(sentence, voice=voice, rate=150)))
+        clips.append((path, sentence))
+    errors = words = 0
+    for path, text in clips:
+        output = runner.run("asr", str(path))["output"]
+        assert output["segments"] and output["segments"][0]["start"] >= 0.0
+        n = len(text.split())
+        errors += _wer(text, output["text"]) * n
+        words += n
+    assert errors / words <= 0.15, errors / words
 
 
 def test_sound_events_tell_speech_music_and_silence_apart(runner, speech_wav, music_wav, quiet_wav):

@@ -46,9 +46,13 @@ def _read_any(path: Path) -> tuple[np.ndarray, int]:
         return data.T, int(sr)
     except Exception as sf_error:  # noqa: BLE001 - try the second decoder before giving up
         try:
+            import warnings
+
             import librosa
 
-            data, sr = librosa.load(str(path), sr=None, mono=False)
+            with warnings.catch_warnings():  # librosa warns that it falls back to audioread: that is the point
+                warnings.simplefilter("ignore")
+                data, sr = librosa.load(str(path), sr=None, mono=False)
             return np.atleast_2d(data).astype(np.float32), int(sr)
         except Exception as fallback_error:  # noqa: BLE001
             raise AudioError(path, f"cannot decode audio ({sf_error}; {fallback_error})") from fallback_error

@@ -30,20 +30,44 @@ def _load(kind: str):
     return load
 
 
+def snap_boundaries(segments: list[dict], audio: Audio, max_shift: float) -> list[dict]:
+    """Move each chord change to the strongest note onset within ``max_shift`` seconds.
+
+    Deep-chroma frames (10 fps, wide context) blur a change between chords that share notes
+    (A minor -> F major) by up to half a second; the onset envelope knows when the hands moved.
+    """
+    import librosa
+    import numpy as np
+
+    if max_shift <= 0 or len(segments) < 2:
+        return segments
+    hop = 512
+    envelope = librosa.onset.onset_strength(y=audio.samples, sr=audio.sample_rate, hop_length=hop)
+    peaks = librosa.onset.onset_detect(onset_envelope=envelope, sr=audio.sample_rate, hop_length=hop)
+    times = librosa.frames_to_time(peaks, sr=audio.sample_rate, hop_length=hop)
+    strength = envelope[peaks]
+    for left, right in zip(segments, segments[1:]):
+        near = np.abs(times - right["start"]) <= max_shift
+        if near.any() and left["start"] < times[near][np.argmax(strength[near])] < right["end"]:
+            left["end"] = right["start"] = round(float(times[near][np.argmax(strength[near])]), 2)
+    return segments
+
+
 def recognise_chords(model, audio: Audio, settings: dict) -> list[dict]:
     from madmom.audio.signal import Signal
 
     features, decoder = model
-    segments = decoder(features(Signal(audio.samples, sample_rate=audio.sample_rate, num_channels=1)))
-    return [{"start": round(float(s), 2), "end": round(float(e), 2), "chord": str(label)} for s, e, label in segments]
+    decoded = decoder(features(Signal(audio.samples, sample_rate=audio.sample_rate, num_channels=1)))
+    segments = [{"start": round(float(s), 2), "end": round(float(e), 2), "chord": str(label)} for s, e, label in decoded]
+    return snap_boundaries(segments, audio, settings["snap_to_onsets_s"])
 
 
-def _backend(name: str, kind: str) -> Backend:
+def _backend(name: str, kind: str, snap: float) -> Backend:
     return Backend(name=name, library_version=package_version("madmom"), sample_rate=44100,
-                   load=_load(kind), infer=recognise_chords)
+                   load=_load(kind), infer=recognise_chords, default_settings={"snap_to_onsets_s": snap})
 
 
 SPEC = ToolSpec(id="chords", index=2, description=DESCRIPTION, backends={
-    "embedded": _backend("madmom-deepchroma-crf", "deepchroma"),
-    "cluster": _backend("madmom-cnn-crf", "cnn"),
+    "embedded": _backend("madmom-deepchroma-crf", "deepchroma", 0.75),
+    "cluster": _backend("madmom-cnn-crf", "cnn", 0.0),
 })
