@@ -158,6 +158,8 @@ class RouterTrainer:
         elif self.run_dir is not None and (self.run_dir / "checkpoints").exists():
             raise FileExistsError(f"{self.run_dir}/checkpoints exists: pass --resume to continue that run, "
                                   f"or choose another run name / remove the directory")
+        if self.run_dir is not None:
+            self.run_dir.mkdir(parents=True, exist_ok=True)
         self.baseline_answers()
         history = []
         bar = tqdm(total=self.cfg.steps, initial=self.step, desc="grpo", unit="step", disable=not self.progress)

@@ -16,14 +16,15 @@ from .base import Backend, ToolSpec, package_version
 DESCRIPTION = "Detects sound events and sources (speech, music, instruments, animals, vehicles, alarms, noise) with time stamps, using an AudioSet classifier."
 
 
-def summarise(scores: np.ndarray, names, hop_s: float, window_s: float, top_k: int, min_score: float) -> dict:
+def summarise(scores: np.ndarray, names, hop_s: float, window_s: float, top_k: int, min_score: float,
+              duration: float) -> dict:
     """Per-window class probabilities ``[windows, classes]`` -> top tags and a merged timeline."""
     peak = scores.max(axis=0)
     order = [i for i in np.argsort(-peak)[:top_k] if peak[i] >= min_score] or [int(np.argmax(peak))]
     labels = [{"label": names[i], "score": round(float(peak[i]), 3)} for i in order]
     timeline = []
     for w, cls in enumerate(scores.argmax(axis=1)):
-        start, end = round(w * hop_s, 2), round(w * hop_s + window_s, 2)
+        start, end = round(w * hop_s, 2), round(min(w * hop_s + window_s, max(duration, w * hop_s)), 2)
         if timeline and timeline[-1]["label"] == names[cls]:
             timeline[-1]["end"] = end
         else:
@@ -41,7 +42,7 @@ def _infer_yamnet(model, audio: Audio, settings: dict) -> dict:
     from .yamnet import PATCH_HOP_SECONDS, class_names
 
     return summarise(model.scores(audio.samples), class_names(), PATCH_HOP_SECONDS, 0.96,
-                     settings["top_k"], settings["min_score"])
+                     settings["top_k"], settings["min_score"], audio.duration)
 
 
 def _load_ast(settings: dict):
@@ -61,7 +62,8 @@ def _infer_ast(model, audio: Audio, settings: dict) -> dict:
     with torch.no_grad():
         scores = torch.sigmoid(net(**inputs).logits).float().cpu().numpy()
     names = [net.config.id2label[i] for i in range(scores.shape[1])]
-    return summarise(scores, names, settings["window_s"], settings["window_s"], settings["top_k"], settings["min_score"])
+    return summarise(scores, names, settings["window_s"], settings["window_s"], settings["top_k"], settings["min_score"],
+                     audio.duration)
 
 
 SPEC = ToolSpec(id="sound_events", index=5, description=DESCRIPTION, backends={

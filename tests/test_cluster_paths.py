@@ -1,0 +1,66 @@
+"""The paper's models through their real loading code, on tiny random-weight models built here:
+Whisper (transformers ASR pipeline), AST (sound events), Qwen2-Audio (the reasoner)."""
+from __future__ import annotations
+
+import pytest
+
+from autagent import tiny
+from tools import ToolRunner
+
+
+@pytest.fixture(scope="module")
+def cluster_runner(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    whisper = tiny.build_tiny_whisper(root / "whisper")
+    ast = tiny.build_tiny_ast(root / "ast")
+    settings = {"asr": {"model_id": str(whisper), "device": "cpu", "language": None, "max_new_tokens": 8},
+                "sound_events": {"model_id": str(ast), "device": "cpu"}}
+    return ToolRunner("cluster", settings)
+
+
+def test_whisper_pipeline_backend_loads_local_model(cluster_runner, speech_wav):
+    record = cluster_runner.run("asr", str(speech_wav[0]))
+    assert "error" not in record, record.get("error")
+    assert record["backend"] == "transformers-whisper" and isinstance(record["output"]["text"], str)
+    assert all({"start", "end", "text"} <= set(seg) for seg in record["output"]["segments"])
+
+
+def test_ast_backend_loads_local_model(cluster_runner, speech_wav):
+    record = cluster_runner.run("sound_events", str(speech_wav[0]))
+    assert "error" not in record, record.get("error")
+    labels = [item["label"] for item in record["output"]["labels"]]
+    assert set(labels) <= {"Speech", "Music", "Silence", "Dog"} and labels
+    assert record["output"]["timeline"][-1]["end"] <= 10.0
+
+
+def test_cluster_defaults_name_the_papers_models():
+    runner = ToolRunner("cluster")
+    assert runner.identity("asr")[0] == "transformers-whisper"
+    from tools import get_tool
+
+    assert get_tool("asr").backend("cluster").default_settings["model_id"] == "openai/whisper-large-v3"
+    assert get_tool("sound_events").backend("cluster").default_settings["model_id"].startswith("MIT/ast-finetuned-audioset")
+    assert get_tool("emotion").backend("cluster").default_settings["model_id"] == "iic/emotion2vec_plus_large"
+    assert get_tool("chords").backend("cluster").name == "madmom-cnn-crf"
+
+
+def test_missing_cluster_model_is_an_error_record_not_a_crash(speech_wav, tmp_path):
+    runner = ToolRunner("cluster", {"sound_events": {"model_id": str(tmp_path / "absent"), "device": "cpu"}})
+    record = runner.run("sound_events", str(speech_wav[0]))
+    assert record["output"] is None and "absent" in record["error"]
+
+
+def test_qwen2_audio_reasoner_real_path(tmp_path, speech_wav):
+    from autagent.config import Qwen2AudioConfig
+    from autagent.data.sample import Sample
+    from autagent.reasoners.qwen2_audio import Qwen2AudioReasoner
+
+    model_dir = tiny.build_tiny_qwen2_audio(tmp_path / "qwen2audio")
+    reasoner = Qwen2AudioReasoner(Qwen2AudioConfig(model_id=str(model_dir), device="cpu", dtype="float32", max_new_tokens=4))
+    sample = Sample(id="s", audio=str(speech_wav[0]), question="What kind of audio?", choices=("speech", "music"), answer="speech")
+    prompt = reasoner.prompt(sample, [{"tool": "tempo", "output": {"bpm": 120.0}}])
+    assert "<|AUDIO|>" in prompt and '"bpm": 120.0' in prompt
+    replies = reasoner.answer_many([(sample, None), (sample, [{"tool": "tempo", "output": {"bpm": 120.0}}]),
+                                    (Sample(**{**sample.__dict__, "audio": str(tmp_path / "missing.wav")}), None)])
+    assert isinstance(replies[0], (str, type(None))) and replies[2] is None
+    assert reasoner.fingerprint().startswith("qwen2-audio-")
