@@ -7,6 +7,7 @@ report.md, plots, plugin/).
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from dataclasses import dataclass
@@ -153,6 +154,9 @@ def run_train(config: RunConfig, resume: bool = False) -> dict:
                                config.tools.max_seconds, to_dict(config), {"training": training_summary})
     t0 = time.perf_counter()
     metrics = run_eval(config, run_dir, plugin_dir, splits.test, records, splits.test_name)
+    if config.eval_reasoner is not None:  # transfer: also the training reasoner on its own plugin
+        self_config = dataclasses.replace(config, eval_reasoner=None)
+        metrics["self"] = run_eval(self_config, run_dir / "self", plugin_dir, splits.test, records, splits.test_name)["methods"]
     timings["eval_s"] = time.perf_counter() - t0
     metrics["training"] = training_summary
     metrics["timings"] = {k: round(v, 1) for k, v in timings.items()}
