@@ -97,7 +97,7 @@ class LoggingConfig:
 class PolicyConfig:
     kind: str = "router"  # router | lm
     router: RouterConfig = field(default_factory=RouterConfig)
-    lm: dict = field(default_factory=dict)  # see autagent.policies.lm.LMPolicyConfig
+    lm: dict = field(default_factory=dict)  # fields of autagent.policies.lm.LMPolicyConfig (checked when used)
 
 
 @dataclass

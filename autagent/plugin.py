@@ -45,26 +45,38 @@ def tool_manifest(profile: str, settings: dict | None = None, max_seconds: float
             for t in TOOL_IDS]
 
 
-def export_router(directory: str | Path, router, featurizer, tools_profile: str, tool_settings: dict | None,
-                  max_seconds: float | None, training_config: dict, metrics: dict | None = None) -> Path:
-    """Write a router plugin atomically (to ``<dir>.tmp``, then renamed)."""
+def export_plugin(directory: str | Path, policy: str, write_files, tools_profile: str, tool_settings: dict | None,
+                  max_seconds: float | None, fields: dict) -> Path:
+    """Write a plugin atomically: ``write_files(tmp)`` saves the weights, then every file is hashed
+    into the manifest; the folder is built as ``<dir>.tmp`` and renamed into place."""
     directory = Path(directory)
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.mkdir(parents=True)
-    save_file({k: v.contiguous() for k, v in router.state_dict().items()}, tmp / "model.safetensors")
-    manifest = {
-        "format": FORMAT, "format_version": FORMAT_VERSION, "policy": "router",
-        "tools": tool_manifest(tools_profile, tool_settings, max_seconds), "tools_profile": tools_profile,
-        "encoders": featurizer.describe(), "input_dim": featurizer.dim,
-        "policy_config": dataclasses.asdict(router.config), "training_config": training_config,
-        "metrics": metrics or {}, "files": {"model.safetensors": _digest(tmp / "model.safetensors")},
-    }
+    write_files(tmp)
+    files = {str(p.relative_to(tmp)): _digest(p) for p in sorted(tmp.rglob("*")) if p.is_file()}
+    if any(name.endswith((".bin", ".pt", ".pth", ".pkl")) for name in files):
+        raise PluginError(f"{directory}: refusing to export pickled weights ({sorted(files)})")
+    manifest = {"format": FORMAT, "format_version": FORMAT_VERSION, "policy": policy,
+                "tools": tool_manifest(tools_profile, tool_settings, max_seconds), "tools_profile": tools_profile,
+                **fields, "files": files}
     manifest["content_hash"] = _content_hash(manifest)
     (tmp / "manifest.json").write_text(json.dumps(manifest, indent=2, default=str))
     shutil.rmtree(directory, ignore_errors=True)
     tmp.rename(directory)
     return directory
+
+
+def export_router(directory: str | Path, router, featurizer, tools_profile: str, tool_settings: dict | None,
+                  max_seconds: float | None, training_config: dict, metrics: dict | None = None) -> Path:
+    """A router plugin: ``model.safetensors`` plus the encoders it expects."""
+
+    def write(tmp: Path) -> None:
+        save_file({k: v.contiguous() for k, v in router.state_dict().items()}, tmp / "model.safetensors")
+
+    return export_plugin(directory, "router", write, tools_profile, tool_settings, max_seconds, {
+        "encoders": featurizer.describe(), "input_dim": featurizer.dim, "policy_config": dataclasses.asdict(router.config),
+        "training_config": training_config, "metrics": metrics or {}})
 
 
 def read_manifest(directory: str | Path) -> dict:
@@ -80,6 +92,10 @@ def read_manifest(directory: str | Path) -> dict:
         raise PluginError(f"{path}: format is {manifest.get('format')!r}, expected {FORMAT!r}")
     if manifest.get("content_hash") != _content_hash(manifest):
         raise PluginError(f"{path}: manifest content hash does not match: the manifest was modified")
+    present = {str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file()} - {"manifest.json"}
+    unlisted = sorted(present - set(manifest.get("files", {})))
+    if unlisted:
+        raise PluginError(f"{directory}: files not listed in the manifest: {unlisted}")
     for name, digest in manifest.get("files", {}).items():
         file = directory / name
         if not file.exists():
