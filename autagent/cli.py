@@ -81,11 +81,32 @@ def cmd_data_generate(args) -> int:
     return 0
 
 
+def accelerate_command(config, argv: list[str]) -> list[str] | None:
+    """The ``accelerate launch`` command that re-runs this ``train`` under the launcher, or None when
+    the config asks for no launcher or we already run under one."""
+    if config.launcher.kind != "accelerate" or "LOCAL_RANK" in os.environ or "ACCELERATE_LAUNCHED" in os.environ:
+        return None
+    command = [sys.executable, "-m", "accelerate.commands.launch"]
+    if config.launcher.accelerate_config:
+        command += ["--config_file", config.launcher.accelerate_config]
+    if config.launcher.num_processes:
+        command += ["--num_processes", str(config.launcher.num_processes)]
+    return command + ["-m", "autagent.cli", *argv]
+
+
 def cmd_train(args) -> int:
     from .pipeline import run_train
 
-    metrics = run_train(_config(args), resume=args.resume)
-    _print_summary(metrics)
+    config = _config(args)
+    relaunch = accelerate_command(config, args.argv)
+    if relaunch is not None:
+        import subprocess
+
+        print("launching:", " ".join(relaunch), flush=True)
+        return subprocess.call(relaunch, env={**os.environ, "ACCELERATE_LAUNCHED": "1"})
+    metrics = run_train(config, resume=args.resume)
+    if metrics is not None:
+        _print_summary(metrics)
     return 0
 
 
@@ -99,7 +120,7 @@ def cmd_eval(args) -> int:
         target = config.eval_reasoner or config.reasoner
         target.kind = args.reasoner
     out = args.out or str(config.run_dir / "eval")
-    metrics = run_eval(config, out, args.plugin)
+    metrics = run_eval(config, out, args.plugin, log_to_wandb=True)
     _print_summary(metrics)
     print(f"wrote {out}/metrics.json, report.md, predictions.jsonl")
     return 0
@@ -203,7 +224,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     _quiet_environment()
+    argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
+    args.argv = argv
     from .config import ConfigError
     from .data.loaders import DatasetError
     from .plugin import PluginError

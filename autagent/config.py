@@ -101,6 +101,19 @@ class PolicyConfig:
 
 
 @dataclass
+class LauncherConfig:
+    """How ``autagent train`` starts: in this process, or re-launched under ``accelerate launch``."""
+
+    kind: str = "python"  # python | accelerate
+    accelerate_config: str | None = None  # e.g. experiments/accelerate/zero2.yaml
+    num_processes: int | None = None  # default: the accelerate config's
+
+    def __post_init__(self):
+        if self.kind not in ("python", "accelerate"):
+            raise ValueError(f"launcher.kind must be 'python' or 'accelerate', got {self.kind!r}")
+
+
+@dataclass
 class RunConfig:
     name: str = "embedded_main"
     output_dir: str = "runs"
@@ -114,6 +127,7 @@ class RunConfig:
     reward: RewardConfig = field(default_factory=RewardConfig)
     eval: EvalConfig = field(default_factory=EvalConfig)
     logging: LoggingConfig = field(default_factory=LoggingConfig)
+    launcher: LauncherConfig = field(default_factory=LauncherConfig)
     answer_cache_dir: str = ".cache/answers"
     checkpoint_every: int = 1
 

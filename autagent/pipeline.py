@@ -56,6 +56,7 @@ class Logger:
         if config.logging.wandb and config.logging.wandb_mode != "disabled":
             import wandb
 
+            config.run_dir.mkdir(parents=True, exist_ok=True)
             self.run = wandb.init(project=config.logging.project, name=config.name, mode=config.logging.wandb_mode,
                                   dir=str(config.run_dir), config=to_dict(config), reinit="finish_previous")
 
@@ -78,8 +79,10 @@ def build_policy_select(plugin_dir: str | Path | None, config: RunConfig):
 
 
 def run_eval(config: RunConfig, out_dir: str | Path, plugin_dir: str | Path | None = None,
-             samples: list[Sample] | None = None, records: dict | None = None, dataset_name: str | None = None) -> dict:
-    """Every baseline (and the plugin's policy) on the test split; writes the harness outputs."""
+             samples: list[Sample] | None = None, records: dict | None = None, dataset_name: str | None = None,
+             log_to_wandb: bool = False) -> dict:
+    """Every baseline (and the plugin's policy) on the test split; writes the harness outputs
+    (and, with ``log_to_wandb``, a W&B run with the accuracy table when logging is enabled)."""
     from .evaluate import evaluate, write_outputs
     from .reasoners import build_reasoner
 
@@ -99,8 +102,14 @@ def run_eval(config: RunConfig, out_dir: str | Path, plugin_dir: str | Path | No
              "reasoner_calls": reasoner.calls, "reasoner_cache_hits": reasoner.hits}
     if plugin_dir:
         extra["plugin"] = str(plugin_dir)
-    return write_outputs(out_dir, dataset_name or "dataset", reasoner_config.kind + ":" + reasoner.name, samples,
-                         block, results, config.eval.plots, extra)
+    metrics = write_outputs(out_dir, dataset_name or "dataset", reasoner_config.kind + ":" + reasoner.name, samples,
+                            block, results, config.eval.plots, extra)
+    if log_to_wandb:
+        logger = Logger(config)
+        logger.log({f"eval/{name}/accuracy": m["accuracy"] for name, m in block.items()}
+                   | {f"eval/{name}/avg_tools": m["avg_tools"] for name, m in block.items()})
+        logger.finish()
+    return metrics
 
 
 def run_train(config: RunConfig, resume: bool = False) -> dict:

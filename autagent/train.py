@@ -172,7 +172,7 @@ class RouterTrainer:
             if self.run_dir is not None and (self.step % self.checkpoint_every == 0 or self.step == self.cfg.steps):
                 self.save_checkpoint()
             bar.update(1)
-            bar.set_postfix(reward=f"{metrics['reward_mean']:+.2f}", tools=f"{metrics['avg_tools']:.2f}")
+            bar.set_postfix(reward=f"{metrics['reward_mean']:+.2f}", tools=f"{metrics['avg_tools']:.2f}", refresh=False)
         bar.close()
         return history
 

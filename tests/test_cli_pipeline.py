@@ -76,3 +76,39 @@ def test_tools_run_prints_records(click_wav, tmp_path, capsys):
                  f"tools.cache_dir={tmp_path}"]) == 0
     records = json.loads(capsys.readouterr().out)
     assert [r["tool"] for r in records] == ["tempo", "pitch"] and abs(records[0]["output"]["bpm"] - 120) < 3
+
+
+def test_every_experiment_config_loads():
+    import glob
+
+    from autagent.config import load_config
+    from autagent.policies.lm import lm_config
+
+    paths = sorted(glob.glob("experiments/*.yaml"))
+    assert len(paths) >= 8
+    for path in paths:
+        config = load_config(path)
+        if config.policy.kind == "lm":
+            lm_config(config)  # the LM section is checked field by field too
+    paper = load_config("experiments/paper_qwen2audio.yaml")
+    lm = lm_config(paper)
+    assert (paper.grpo.steps, lm.learning_rate, paper.grpo.group_size, paper.grpo.temperature,
+            lm.per_device_train_batch_size) == (200, 1e-6, 6, 1.0, 8)
+    per_update = lm.per_device_train_batch_size * paper.launcher.num_processes * lm.gradient_accumulation_steps
+    assert per_update % paper.grpo.group_size == 0  # TRL needs whole groups
+
+
+def test_accelerate_relaunch_command(monkeypatch):
+    from autagent.cli import accelerate_command
+    from autagent.config import load_config
+
+    monkeypatch.delenv("LOCAL_RANK", raising=False)
+    monkeypatch.delenv("ACCELERATE_LAUNCHED", raising=False)
+    paper = load_config("experiments/paper_qwen2audio.yaml")
+    command = accelerate_command(paper, ["train", "--config", "experiments/paper_qwen2audio.yaml"])
+    assert command[1:3] == ["-m", "accelerate.commands.launch"]
+    assert command[3:7] == ["--config_file", "experiments/accelerate/zero2.yaml", "--num_processes", "8"]
+    assert command[7:] == ["-m", "autagent.cli", "train", "--config", "experiments/paper_qwen2audio.yaml"]
+    assert accelerate_command(load_config("experiments/embedded_main.yaml"), ["train"]) is None
+    monkeypatch.setenv("LOCAL_RANK", "0")  # already launched: run in place
+    assert accelerate_command(paper, ["train"]) is None

@@ -29,6 +29,7 @@ class PoolConfig:
     actor_cpus: float = 0.25
     gpu_fraction: dict = field(default_factory=dict)  # tool id -> GPUs per actor, e.g. {"asr": 0.5}
     replicas: dict = field(default_factory=dict)  # tool id -> number of actors (default 1), e.g. {"asr": 2}
+    ray_address: str | None = None  # None: start a local Ray; "auto": join the cluster of `ray start --head`
 
     def __post_init__(self):
         if self.executor not in ("ray", "local"):
@@ -75,9 +76,12 @@ class ToolPool:
         import ray
 
         if not ray.is_initialized():
-            ray.init(num_cpus=max(os.cpu_count() or 1, 1), include_dashboard=False, log_to_driver=False,
-                     configure_logging=False, ignore_reinit_error=True,
-                     runtime_env={"env_vars": {"OMP_NUM_THREADS": "1"}})
+            runtime_env = {"env_vars": {"OMP_NUM_THREADS": "1"}}
+            if self.config.ray_address:
+                ray.init(address=self.config.ray_address, log_to_driver=False, runtime_env=runtime_env)
+            else:
+                ray.init(num_cpus=max(os.cpu_count() or 1, 1), include_dashboard=False, log_to_driver=False,
+                         configure_logging=False, ignore_reinit_error=True, runtime_env=runtime_env)
         return ray
 
     def actor(self, tool_id: str, replica: int = 0):

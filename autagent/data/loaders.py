@@ -67,11 +67,17 @@ def _audio(path: Path, value: str) -> str:
     return str(audio if audio.is_absolute() else (path.parent / audio).resolve())
 
 
-def _mmau_row(path: Path, i: int, row: dict) -> Sample:
+def _choices_and_answer(path, i, row) -> tuple[tuple[str, ...], str]:
+    """MMAU and MMAR: ``choices`` and an ``answer`` that must be one of them, verbatim."""
     choices = _choices(path, i, row, "choices")
     answer = _field(path, i, row, "answer", kind=str)
     if answer not in choices:
         raise DatasetError(path, i, "answer", f"{answer!r} is not one of the choices {list(choices)}")
+    return choices, answer
+
+
+def _mmau_row(path: Path, i: int, row: dict) -> Sample:
+    choices, answer = _choices_and_answer(path, i, row)
     known = {"id", "audio_id", "question", "choices", "answer", "task", "category"}
     return Sample(id=str(_field(path, i, row, "id")), audio=_audio(path, _field(path, i, row, "audio_id", kind=str)),
                   question=_field(path, i, row, "question", kind=str), choices=choices, answer=answer,
@@ -80,10 +86,7 @@ def _mmau_row(path: Path, i: int, row: dict) -> Sample:
 
 
 def _mmar_row(path: Path, i: int, row: dict) -> Sample:
-    choices = _choices(path, i, row, "choices")
-    answer = _field(path, i, row, "answer", kind=str)
-    if answer not in choices:
-        raise DatasetError(path, i, "answer", f"{answer!r} is not one of the choices {list(choices)}")
+    choices, answer = _choices_and_answer(path, i, row)
     known = {"id", "audio_path", "question", "choices", "answer", "modality", "category"}
     return Sample(id=str(_field(path, i, row, "id")), audio=_audio(path, _field(path, i, row, "audio_path", kind=str)),
                   question=_field(path, i, row, "question", kind=str), choices=choices, answer=answer,

@@ -402,18 +402,22 @@ def run_lm_train(config, resume: bool = False) -> dict:
     from ..reasoners import build_reasoner
     from tools.pool import ToolPool
 
+    from accelerate import PartialState
+
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
+    state = PartialState()  # one process here; one per GPU under `accelerate launch`
     run_dir = config.run_dir
     checkpoints = run_dir / "trainer"
     if not resume and checkpoints.exists() and any(checkpoints.glob("checkpoint-*")):
         raise FileExistsError(f"{run_dir} already holds a run: use --resume to continue it, or another name")
     run_dir.mkdir(parents=True, exist_ok=True)
     save_config(config, run_dir / "config.yaml")
-    splits = load_splits(config)
-    pool = ToolPool(config.tools)
-    records = tool_records(config, splits.train + splits.test, pool)
-    reasoner = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
-    base = dict(zip([s.id for s in splits.train], reasoner.answer_many([(s, None) for s in splits.train])))
+    with state.main_process_first():  # rank 0 fills the tool and answer caches, the others then read them
+        splits = load_splits(config)
+        pool = ToolPool(config.tools)
+        records = tool_records(config, splits.train + splits.test, pool)
+        reasoner = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
+        base = dict(zip([s.id for s in splits.train], reasoner.answer_many([(s, None) for s in splits.train])))
     reward = ToolSelectionReward({s.id: s for s in splits.train}, pool, reasoner, config.reward.kind,
                                  config.reward.tool_cost, lm_config(config).invalid_reward)
     trainer, processor = build_grpo_trainer(config, splits.train, base, [reward], checkpoints)
@@ -421,12 +425,15 @@ def run_lm_train(config, resume: bool = False) -> dict:
     started = time.perf_counter()
     trainer.train(resume_from_checkpoint=True if resume else None)
     train_seconds = time.perf_counter() - started
+    reasoner.close()
+    if not state.is_main_process:
+        return None
     history = [row for row in trainer.state.log_history if "loss" in row or "reward" in row]
     (run_dir / "train_log.jsonl").write_text("".join(json.dumps(row) + "\n" for row in history))
     summary = {"steps": trainer.state.global_step, "train_seconds": round(train_seconds, 1),
                "invalid_reasons": reward.invalid_reasons, "final": history[-1] if history else None}
-    plugin_dir = export_lm(run_dir / "plugin", trainer.model, processor, config, {"training": summary})
-    reasoner.close()
+    plugin_dir = export_lm(run_dir / "plugin", trainer.accelerator.unwrap_model(trainer.model), processor, config,
+                           {"training": summary})
     metrics = run_eval(config, run_dir, plugin_dir, splits.test, records, splits.test_name)
     metrics["training"] = summary
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
