@@ -48,13 +48,18 @@ def main() -> None:
     print(f"GRPO run: {t['steps']} steps, B = {config.grpo.batch_size}, G = {config.grpo.group_size}, {elapsed:.0f} s in all")
     print(f"reasoner calls: {t['reasoner_calls']} made vs {t['naive_reasoner_calls']} naive "
           f"({t['naive_reasoner_calls'] / max(t['reasoner_calls'], 1):.1f}x fewer; fresh answer cache)")
-    print(f"tool executions: {t['tool_runs']} made (each clip x tool once, incl. dev/test) vs {t['naive_tool_runs']} naive "
-          f"for training alone ({t['naive_tool_runs'] / max(t['tool_runs'], 1):.1f}x fewer; 0 made when the cache was warm)")
+    from autagent.pipeline import load_splits
+    from tools import TOOL_IDS
+
+    splits = load_splits(config)
+    once = len({x.audio for x in splits.train + splits.dev + splits.test}) * len(TOOL_IDS)
+    made = t["tool_runs"] or once
+    print(f"tool executions: {t['tool_runs']} made in this run ({'cache warm; ' if not t['tool_runs'] else ''}a cold run makes "
+          f"one per (clip, tool), {once} for train+dev+test) vs {t['naive_tool_runs']} naive for the training steps "
+          f"alone ({t['naive_tool_runs'] / made:.1f}x fewer)")
 
     plugin = load(config.run_dir / "plugin")
-    from autagent.pipeline import load_splits
-
-    samples = load_splits(config, need_train=False).test[:50]
+    samples = splits.test[:50]
     plugin.select_many(samples[:2])  # warm the encoders
     cold, warm = [], []
     for sample in samples:
