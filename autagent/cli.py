@@ -138,8 +138,10 @@ def cmd_select(args) -> int:
     from .plugin import load
 
     plugin = load(args.plugin, tools_profile=args.profile)
-    tools = plugin.select(args.audio, args.question)
-    print(json.dumps({"tools": tools, "probabilities": plugin.probabilities(args.audio, args.question)}))
+    reply = {"tools": plugin.select(args.audio, args.question)}
+    if hasattr(plugin, "probabilities"):  # the router has per-tool probabilities; the LM writes a list
+        reply["probabilities"] = plugin.probabilities(args.audio, args.question)
+    print(json.dumps(reply))
     return 0
 
 

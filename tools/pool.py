@@ -25,7 +25,7 @@ class PoolConfig:
     max_seconds: float = 30.0
     cache_dir: str = ".cache/tools"
     executor: str = "ray"  # "ray" (actors) or "local" (in this process, sequential)
-    timeout_s: float = 300.0
+    timeout_s: float = 300.0  # a call fails (error record, actor restarted) when no call finishes for this long
     actor_cpus: float = 0.25
     gpu_fraction: dict = field(default_factory=dict)  # tool id -> GPUs per actor, e.g. {"asr": 0.5}
     replicas: dict = field(default_factory=dict)  # tool id -> number of actors (default 1), e.g. {"asr": 2}
@@ -151,7 +151,7 @@ class ToolPool:
 
     def _compute_ray(self, jobs):
         ray = self._ensure_ray()
-        from ray.exceptions import GetTimeoutError, RayActorError
+        from ray.exceptions import RayActorError
 
         per_tool: dict[str, int] = {}
         in_flight = {}
@@ -176,8 +176,6 @@ class ToolPool:
                 in_flight = self._resubmit_after_restart(tool_id, n, in_flight)
                 if attempt < 1:
                     in_flight[self.actor(tool_id, n).run.remote(path)] = (i, tool_id, path, key, attempt + 1, n)
-            except GetTimeoutError:  # pragma: no cover - ray.wait said it was done
-                yield i, tool_id, key, make_record(tool_id, *key[2:], error=f"{path}: timed out")
 
     def _resubmit_after_restart(self, tool_id: str, replica: int, in_flight: dict) -> dict:
         """Restart one actor of ``tool_id`` and re-queue the calls it still held on the new one."""

@@ -389,9 +389,6 @@ class LMPlugin:
         self.invalid += not selection.valid
         return list(selection.tools)
 
-    def probabilities(self, audio: str, question: str) -> dict:
-        return {}
-
 
 def run_lm_train(config, resume: bool = False) -> dict:
     """The main job with the LM policy: tools, y_base, TRL GRPO, plugin, evaluation."""

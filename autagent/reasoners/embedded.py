@@ -18,7 +18,7 @@ import hashlib
 import json
 import math
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -52,7 +52,6 @@ class EmbeddedReasonerConfig:
     numeric_tolerance: float = 0.03  # relative error at which two numbers agree by 1/e
     loudness_db: tuple = (-40.0, -17.0)  # RMS dBFS below: "very quiet", above: "very loud"
     max_facts_per_record: int = 48
-    extra: dict = field(default_factory=dict)
 
 
 def tokens(text: str) -> list[str]:
