@@ -1,5 +1,5 @@
 """The paper's models through their real loading code, on tiny random-weight models built here:
-Whisper (transformers ASR pipeline), AST (sound events), Qwen2-Audio (the reasoner)."""
+Whisper (transformers ASR pipeline), emotion2vec (funasr), AST (sound events), Qwen2-Audio (the reasoner)."""
 from __future__ import annotations
 
 import pytest
@@ -31,6 +31,17 @@ def test_ast_backend_loads_local_model(cluster_runner, speech_wav):
     labels = [item["label"] for item in record["output"]["labels"]]
     assert set(labels) <= {"Speech", "Music", "Silence", "Dog"} and labels
     assert record["output"]["timeline"][-1]["end"] <= 10.0
+
+
+def test_emotion2vec_backend_loads_local_funasr_model(tmp_path, speech_wav):
+    from tools import ToolRunner
+
+    model_dir = tiny.build_tiny_emotion2vec(tmp_path / "emotion2vec")
+    record = ToolRunner("cluster", {"emotion": {"model_id": str(model_dir), "device": "cpu"}}).run("emotion", str(speech_wav[0]))
+    assert "error" not in record, record.get("error")
+    output = record["output"]
+    assert output["method"] == "emotion2vec" and abs(sum(output["scores"].values()) - 1) < 1e-3
+    assert {"angry", "happy", "neutral", "sad"} <= set(output["scores"]) and output["label"] in output["scores"]
 
 
 def test_cluster_defaults_name_the_papers_models():
