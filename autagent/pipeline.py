@@ -19,6 +19,7 @@ from .config import RunConfig, save_config, to_dict
 from .data.embedded import generate
 from .data.loaders import load_dataset
 from .data.sample import Sample
+from .report import plot_training
 
 
 @dataclass
@@ -144,8 +145,8 @@ def run_train(config: RunConfig, resume: bool = False) -> dict:
     reasoner = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
     featurizer = Featurizer(config.policy.router)
     t0 = time.perf_counter()
-    features = featurizer([s.question for s in splits.train], [s.audio for s in splits.train])
-    dev = (featurizer([s.question for s in splits.dev], [s.audio for s in splits.dev]), splits.dev) if splits.dev else None
+    features = featurizer.of_samples(splits.train)
+    dev = (featurizer.of_samples(splits.dev), splits.dev) if splits.dev else None
     policy = Router(featurizer.dim, config.policy.router)
     logger = Logger(config)
     trainer = RouterTrainer(policy, features, splits.train, records, reasoner, config.grpo, config.reward.kind,
@@ -170,37 +171,7 @@ def run_train(config: RunConfig, resume: bool = False) -> dict:
     metrics["training"] = training_summary
     metrics["timings"] = {k: round(v, 1) for k, v in timings.items()}
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
-    plot_training(run_dir)
+    plot_training(run_dir / "train_log.jsonl", run_dir / "training.png")
     logger.log({f"test/{name}": m["accuracy"] for name, m in metrics["methods"].items()})
     logger.finish()
     return metrics
-
-
-def plot_training(run_dir: Path) -> None:
-    """Reward and tool-call distribution over training (the paper's Figure 4)."""
-    from tools import TOOL_IDS
-
-    from .report import _pyplot
-
-    log = run_dir / "train_log.jsonl"
-    if not log.exists():
-        return
-    rows = [json.loads(line) for line in log.read_text().splitlines() if line]
-    if not rows:
-        return
-    plt = _pyplot()
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
-    steps = [r["step"] for r in rows]
-    top.plot(steps, [r["reward_mean"] for r in rows], label="reward mean")
-    dev = [(r["step"], r["dev_accuracy"]) for r in rows if "dev_accuracy" in r]
-    if dev:
-        top.plot(*zip(*dev), marker="o", label="dev accuracy")
-    top.legend(fontsize=8)
-    for tool in TOOL_IDS:
-        bottom.plot(steps, [r[f"tool_share/{tool}"] for r in rows], label=tool)
-    bottom.set_xlabel("step")
-    bottom.set_ylabel("share of sampled subsets calling the tool")
-    bottom.legend(fontsize=7, ncol=3)
-    fig.tight_layout()
-    fig.savefig(run_dir / "training.png", dpi=120)
-    plt.close(fig)

@@ -144,14 +144,13 @@ class RouterPlugin:
     def select_many(self, samples) -> list[tuple[str, ...]]:
         from .policies.router import subset_ids
 
-        features = self.featurizer([s.question for s in samples], [s.audio for s in samples])
-        return [subset_ids(row) for row in self.router.select(features)]
+        return [subset_ids(row) for row in self.router.select(self.featurizer.of_samples(samples))]
 
     def select(self, audio: str, question: str) -> list[str]:
-        features = self.featurizer([question], [str(audio)])
-        from .policies.router import subset_ids
+        from .data.sample import Sample
 
-        return list(subset_ids(self.router.select(features)[0]))
+        query = Sample(id="query", audio=str(audio), question=question, choices=(), answer="")
+        return list(self.select_many([query])[0])
 
     def probabilities(self, audio: str, question: str) -> dict[str, float]:
         probs = self.router.tool_probabilities(self.featurizer([question], [str(audio)]))[0]

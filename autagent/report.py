@@ -1,7 +1,9 @@
-"""Human-readable outputs of an evaluation: the paper's Table 2 layout in Markdown, the
-Improved/Degraded breakdown, accuracy per method (Figure 2) and the tool-call distribution."""
+"""Human-readable outputs: the paper's Table 2 layout in Markdown, the Improved/Degraded
+breakdown, accuracy per method (Figure 2), the tool-call distribution, and reward and tool calls
+over training (Figure 4)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 from tools import TOOL_IDS, get_tool
@@ -81,6 +83,31 @@ def plot_tool_calls(metrics: dict, path: Path) -> None:
                   rotation=30, ha="right", fontsize=8)
     ax.set_ylabel("calls")
     ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+def plot_training(log: Path, path: Path) -> None:
+    """Reward and tool-call distribution over training (the paper's Figure 4)."""
+    if not log.exists():
+        return
+    rows = [json.loads(line) for line in log.read_text().splitlines() if line]
+    if not rows:
+        return
+    plt = _pyplot()
+    fig, (top, bottom) = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    steps = [r["step"] for r in rows]
+    top.plot(steps, [r["reward_mean"] for r in rows], label="reward mean")
+    dev = [(r["step"], r["dev_accuracy"]) for r in rows if "dev_accuracy" in r]
+    if dev:
+        top.plot(*zip(*dev), marker="o", label="dev accuracy")
+    top.legend(fontsize=8)
+    for tool in TOOL_IDS:
+        bottom.plot(steps, [r[f"tool_share/{tool}"] for r in rows], label=tool)
+    bottom.set_xlabel("step")
+    bottom.set_ylabel("share of sampled subsets calling the tool")
+    bottom.legend(fontsize=7, ncol=3)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)

@@ -144,11 +144,12 @@ class RouterTrainer:
         return metrics
 
     def dev_accuracy(self) -> dict:
+        from .evaluate import run_method
+
         feats, samples = self.dev
-        chosen = [subset_ids(row) for row in self.policy.select(feats)]
-        replies = self.reasoner.answer_many([(s, [self.records[s.id][t] for t in z] if z else None) for s, z in zip(samples, chosen)])
-        return {"dev_accuracy": float(np.mean([is_correct(s, p) for s, p in zip(samples, replies)])),
-                "dev_avg_tools": float(np.mean([len(z) for z in chosen]))}
+        result = run_method(self.reasoner, samples, self.records, [subset_ids(row) for row in self.policy.select(feats)])
+        return {"dev_accuracy": float(np.mean(result.correct)),
+                "dev_avg_tools": float(np.mean([len(z) for z in result.subsets]))}
 
     def train(self, resume: bool = False) -> list[dict]:
         from .progress import progress as tqdm

@@ -18,7 +18,7 @@ from tools import TOOL_IDS
 def setup(tiny_bench):
     featurizer = Featurizer(RouterConfig())
     samples = tiny_bench["train"]
-    features = featurizer([s.question for s in samples], [s.audio for s in samples])
+    features = featurizer.of_samples(samples)
     reasoner = EmbeddedReasoner(EmbeddedReasonerConfig(attention_temperature=0.3, hearing_weight=2.0))
     return featurizer, samples, features, tiny_bench["records"], reasoner
 

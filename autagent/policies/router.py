@@ -39,6 +39,10 @@ class Featurizer:
         a = np.stack([self.audio.encode_path(p) for p in audio_paths])
         return torch.from_numpy(np.concatenate([q, a], axis=1))
 
+    def of_samples(self, samples) -> torch.Tensor:
+        """Features of each sample's question and clip, in order."""
+        return self([s.question for s in samples], [s.audio for s in samples])
+
     def describe(self) -> dict:
         return {"text": self.text.name, "audio": "yamnet-int8-onnx global profile (mean+max probs, loudness, duration)"}
 
