@@ -1,39 +1,23 @@
-"""The six acoustic tools, their runner, cache and Ray pool.
+"""The acoustic tools: a registry of declared tools, their in-process runner, cache and Ray pool.
 
-Tools in the paper's order (T1..T6 = index 0..5)::
+The paper's tools, T1..T6, then the project's T7::
 
-    0 asr  1 emotion  2 chords  3 tempo  4 pitch  5 sound_events
+    asr  emotion  chords  tempo  pitch  sound_events  speakers
 
-``run_tool`` computes one record in-process; :class:`tools.pool.ToolPool` runs subsets in parallel
-on Ray actors behind the on-disk :class:`tools.cache.ToolCache`.
+A run's library is ``tools.enabled`` (default: the paper's six); see :mod:`tools.registry` for tools
+from installed packages (entry points ``autagent.tools``) and from config (``tools.extra``).
+``ToolRunner`` computes records in-process; :class:`tools.pool.ToolPool` runs them on Ray actors
+behind the on-disk :class:`tools.cache.ToolCache`.
 """
 from __future__ import annotations
 
-from . import asr, chords, emotion, pitch, sound_events, tempo
+from typing import Sequence
+
 from .audio import Audio, AudioError, content_hash, load_audio
 from .base import Backend, ToolSpec, make_record
+from .registry import PAPER_TOOLS, get_tool, parse_tool_list, registered, resolve
 
-TOOLS: tuple[ToolSpec, ...] = tuple(sorted((m.SPEC for m in (asr, emotion, chords, tempo, pitch, sound_events)),
-                                           key=lambda spec: spec.index))
-TOOL_IDS: tuple[str, ...] = tuple(spec.id for spec in TOOLS)
 PROFILES = ("embedded", "cluster")
-
-
-def get_tool(tool_id: str) -> ToolSpec:
-    for spec in TOOLS:
-        if spec.id == tool_id:
-            return spec
-    raise KeyError(f"unknown tool {tool_id!r}; known tools: {', '.join(TOOL_IDS)}")
-
-
-def parse_tool_list(text: str | None) -> list[str]:
-    """``"asr,chords"`` -> ``["asr", "chords"]`` in the paper's order; None or "all" -> every tool."""
-    if text is None or text.strip() in ("", "all"):
-        return list(TOOL_IDS)
-    wanted = [t.strip() for t in text.split(",") if t.strip()]
-    for tool_id in wanted:
-        get_tool(tool_id)
-    return [t for t in TOOL_IDS if t in wanted]
 
 
 class ToolRunner:
@@ -58,22 +42,54 @@ class ToolRunner:
     def _settings(self, tool_id: str, backend: Backend) -> dict:
         return {**backend.settings(self.overrides.get(tool_id)), "max_seconds": self.max_seconds}
 
+    def _model(self, tool_id: str, backend: Backend, settings: dict):
+        if tool_id not in self._models:
+            self._models[tool_id] = backend.load(settings)
+        return self._models[tool_id]
+
     def run(self, tool_id: str, path: str) -> dict:
         """One JSON record; a bad clip or a failing model gives a record with ``"error"``, never an exception."""
+        return self.run_batch(tool_id, [path])[0]
+
+    def run_batch(self, tool_id: str, paths: Sequence[str]) -> list[dict]:
+        """Records for several clips; a backend with ``infer_batch`` sees every readable clip at once.
+
+        Each clip that cannot be read gets its own error record; if the batched call itself fails,
+        the clips are retried one at a time so a single bad clip never costs the others their record.
+        """
         backend = get_tool(tool_id).backend(self.profile)
         settings = self._settings(tool_id, backend)
         name, version = backend.name, backend.version(settings)
+        records: list[dict | None] = [None] * len(paths)
+        audios: list[tuple[int, Audio]] = []
+        for i, path in enumerate(paths):
+            try:
+                audios.append((i, load_audio(path, backend.sample_rate, self.max_seconds)))
+            except AudioError as err:
+                records[i] = make_record(tool_id, name, version, error=str(err))
+            except Exception as err:  # noqa: BLE001 - a decoder failure is data, not a crash
+                records[i] = make_record(tool_id, name, version, error=f"{path}: {type(err).__name__}: {err}")
         try:
-            audio = load_audio(path, backend.sample_rate, self.max_seconds)
-            if tool_id not in self._models:
-                self._models[tool_id] = backend.load(settings)
-            output = backend.infer(self._models[tool_id], audio, settings)
-        except AudioError as err:
-            return make_record(tool_id, name, version, error=str(err))
-        except Exception as err:  # noqa: BLE001 - a tool failure is data for the caller, not a crash
-            return make_record(tool_id, name, version, error=f"{path}: {type(err).__name__}: {err}")
-        return make_record(tool_id, name, version, output=output)
+            model = self._model(tool_id, backend, settings)
+        except Exception as err:  # noqa: BLE001 - a model that will not load is an error record per clip
+            for i, audio in audios:
+                records[i] = make_record(tool_id, name, version, error=f"{audio.path}: {type(err).__name__}: {err}")
+            return records
+        if backend.infer_batch is not None and len(audios) > 1:
+            try:
+                outputs = backend.infer_batch(model, [a for _, a in audios], settings)
+                for (i, _), output in zip(audios, outputs, strict=True):
+                    records[i] = make_record(tool_id, name, version, output=output)
+                return records
+            except Exception:  # noqa: BLE001 - fall back to one clip at a time and find the culprit
+                pass
+        for i, audio in audios:
+            try:
+                records[i] = make_record(tool_id, name, version, output=backend.infer(model, audio, settings))
+            except Exception as err:  # noqa: BLE001 - a tool failure is data for the caller, not a crash
+                records[i] = make_record(tool_id, name, version, error=f"{audio.path}: {type(err).__name__}: {err}")
+        return records
 
 
-__all__ = ["TOOLS", "TOOL_IDS", "PROFILES", "Audio", "AudioError", "ToolRunner", "ToolSpec", "content_hash",
-           "get_tool", "load_audio", "make_record", "parse_tool_list"]
+__all__ = ["PAPER_TOOLS", "PROFILES", "Audio", "AudioError", "Backend", "ToolRunner", "ToolSpec", "content_hash",
+           "get_tool", "load_audio", "make_record", "parse_tool_list", "registered", "resolve"]

@@ -37,13 +37,23 @@ class Audio:
         return len(self.samples) / float(self.sample_rate)
 
 
-def _read_any(path: Path) -> tuple[np.ndarray, int]:
-    """Decode with libsndfile (wav/flac/ogg/aiff), falling back to ffmpeg via audioread (mp3, m4a...)."""
+MAX_CHANNELS = 64
+
+
+def _read_any(path: Path, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
+    """Decode with libsndfile (wav/flac/ogg/aiff), falling back to ffmpeg via audioread (mp3, m4a...);
+    only the first ``max_seconds`` are decoded, so an hour-long file costs what 30 s cost."""
     import soundfile as sf
 
     try:
-        data, sr = sf.read(str(path), dtype="float32", always_2d=True)
-        return data.T, int(sr)
+        with sf.SoundFile(str(path)) as handle:
+            if not 0 < handle.channels <= MAX_CHANNELS or handle.samplerate <= 0:
+                raise AudioError(path, f"{handle.channels} channels at {handle.samplerate} Hz is not usable audio")
+            frames = -1 if not max_seconds or max_seconds <= 0 else int(round(max_seconds * handle.samplerate))
+            data = handle.read(frames=frames, dtype="float32", always_2d=True)
+            return data.T, int(handle.samplerate)
+    except AudioError:
+        raise
     except Exception as sf_error:  # noqa: BLE001 - try the second decoder before giving up
         try:
             import warnings
@@ -52,20 +62,36 @@ def _read_any(path: Path) -> tuple[np.ndarray, int]:
 
             with warnings.catch_warnings():  # librosa warns that it falls back to audioread: that is the point
                 warnings.simplefilter("ignore")
-                data, sr = librosa.load(str(path), sr=None, mono=False)
+                data, sr = librosa.load(str(path), sr=None, mono=False, duration=max_seconds or None)
             return np.atleast_2d(data).astype(np.float32), int(sr)
         except Exception as fallback_error:  # noqa: BLE001
             raise AudioError(path, f"cannot decode audio ({sf_error}; {fallback_error})") from fallback_error
 
 
+def check_file(path: Path) -> int:
+    """The size of ``path`` if it is a regular file (links followed); a clear error otherwise, before
+    anything opens it (a FIFO or a device would block or never end)."""
+    import stat
+
+    try:
+        info = path.stat()
+    except FileNotFoundError:
+        raise AudioError(path, "file not found") from None
+    except OSError as err:
+        raise AudioError(path, f"cannot read file ({err.strerror})") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise AudioError(path, "is a directory, not an audio file")
+    if not stat.S_ISREG(info.st_mode):
+        raise AudioError(path, "is not a regular file (a device, FIFO or socket)")
+    return info.st_size
+
+
 def load_audio(path: str | Path, sample_rate: int | None = None, max_seconds: float | None = None) -> Audio:
     """Load ``path`` as mono float32, resampled to ``sample_rate`` (native if None), cut at ``max_seconds``."""
     path = Path(path)
-    if not path.exists():
-        raise AudioError(path, "file not found")
-    if path.stat().st_size == 0:
+    if check_file(path) == 0:
         raise AudioError(path, "file is empty (0 bytes)")
-    channels, sr = _read_any(path)
+    channels, sr = _read_any(path, max_seconds)
     if channels.size == 0:
         raise AudioError(path, "no audio samples")
     if not np.all(np.isfinite(channels)):
@@ -87,6 +113,7 @@ def load_audio(path: str | Path, sample_rate: int | None = None, max_seconds: fl
 def content_hash(path: str | Path, chunk: int = 1 << 20) -> str:
     """SHA-256 of the file's bytes: the clip's identity in every cache, whatever its name."""
     digest = hashlib.sha256()
+    check_file(Path(path))
     try:
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(chunk), b""):

@@ -1,17 +1,22 @@
-"""What every tool shares: the backend contract and the JSON record it returns.
+"""What every tool shares: the declared tool object, its backends, and the JSON record it returns.
 
-A tool has a stable id, the paper's index, a description (shown to zero-shot selectors and to
-reasoners) and one :class:`Backend` per profile.  ``embedded`` backends run offline here on weights
-that ship in registry packages; ``cluster`` backends are the paper's models, loaded from ids in config.
+A tool is a small declared object (:class:`ToolSpec`): a stable id, the description shown to
+zero-shot selectors, the domains it serves, one :class:`Backend` per profile, a one-line
+description of its record and, optionally, how the reasoner should see that record (``present``,
+the paper's Appendix B shapes).  ``embedded`` backends run offline on weights that ship in registry
+packages; ``cluster`` backends are the paper's models, loaded from ids in config.
 """
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .audio import Audio
+
+TOOL_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
 
 
 @dataclass(frozen=True)
@@ -19,7 +24,8 @@ class Backend:
     """How one tool computes its output under one profile.
 
     ``load(settings)`` builds the heavy model once per process; ``infer(model, audio, settings)``
-    maps a clip (already resampled to ``sample_rate``) to the tool's JSON-able output.
+    maps a clip (already resampled to ``sample_rate``) to the tool's JSON-able output.  A backend
+    that can batch also sets ``infer_batch(model, audios, settings) -> outputs`` (same order).
     """
 
     name: str
@@ -29,6 +35,7 @@ class Backend:
     infer: Callable[[Any, Audio, dict], Any]
     default_settings: dict = field(default_factory=dict)
     uses_gpu: bool = False
+    infer_batch: Callable[[Any, Sequence[Audio], dict], list] | None = None
 
     def settings(self, overrides: dict | None) -> dict:
         return {**self.default_settings, **(overrides or {})}
@@ -41,19 +48,39 @@ class Backend:
 
 @dataclass(frozen=True)
 class ToolSpec:
-    """A tool: stable id, the paper's index (T1..T6 are indices 0..5), description, backends by profile."""
+    """A tool as the registry knows it.
+
+    ``paper_index`` is the paper's T-number minus one (T1..T6 are 0..5; the project's own tools
+    continue from 6), or None for a user's tool; it is only used for labels.
+    """
 
     id: str
-    index: int
     description: str
     backends: dict[str, Backend]
+    domains: tuple[str, ...] = ()
+    output: str = ""  # one line: what ``output`` holds
+    present: Callable[[Any], Any] | None = None  # output -> what the reasoner reads (None: as computed)
+    paper_index: int | None = None
+
+    def __post_init__(self):
+        if not TOOL_ID.fullmatch(self.id):
+            raise ValueError(f"tool id {self.id!r} must be lower-case letters, digits and '_' (at most 40)")
+        if not self.description.strip():
+            raise ValueError(f"tool {self.id!r} needs a description (zero-shot selectors read it)")
+        if not self.backends:
+            raise ValueError(f"tool {self.id!r} declares no backend")
 
     def backend(self, profile: str) -> Backend:
-        try:
+        """This tool's backend for ``profile``; a tool with one backend serves every profile."""
+        if profile in self.backends:
             return self.backends[profile]
-        except KeyError:
-            raise KeyError(f"tool {self.id!r} has no backend for profile {profile!r}; "
-                           f"known: {sorted(self.backends)}") from None
+        if len(self.backends) == 1:
+            return next(iter(self.backends.values()))
+        raise KeyError(f"tool {self.id!r} has no backend for profile {profile!r}; known: {sorted(self.backends)}")
+
+    @property
+    def label(self) -> str:
+        return f"T{self.paper_index + 1} {self.id}" if self.paper_index is not None else self.id
 
 
 def make_record(tool: str, backend: str, version: str, output: Any = None, error: str | None = None) -> dict:

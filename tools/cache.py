@@ -43,12 +43,17 @@ class ToolCache:
         if "error" in record:
             return
         path = self.path(audio_hash, tool, backend, version)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".json")
+        except OSError as err:
+            raise OSError(err.errno, f"cannot write the tool cache ({err.strerror})", str(path.parent)) from err
         try:
             with os.fdopen(fd, "w") as handle:
                 json.dump(record, handle)
             os.replace(tmp, path)
-        except BaseException:
+        except BaseException as err:
             Path(tmp).unlink(missing_ok=True)
+            if isinstance(err, OSError):  # a full disk: say where, leave nothing half-written
+                raise OSError(err.errno, f"cannot write the tool cache ({err.strerror})", str(path)) from err
             raise

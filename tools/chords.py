@@ -67,7 +67,13 @@ def _backend(name: str, kind: str, snap: float) -> Backend:
                    load=_load(kind), infer=recognise_chords, default_settings={"snap_to_onsets_s": snap})
 
 
-SPEC = ToolSpec(id="chords", index=2, description=DESCRIPTION, backends={
+def present(output: list) -> list:
+    """Appendix B: ``{"timestamp": [s, e], "value": "A#:maj"}`` per chord segment."""
+    return [{"timestamp": [s["start"], s["end"]], "value": s["chord"]} for s in output]
+
+
+SPEC = ToolSpec(id="chords", paper_index=2, description=DESCRIPTION, domains=("music",), present=present,
+                output="[{start, end, chord}]", backends={
     "embedded": _backend("madmom-deepchroma-crf", "deepchroma", 0.75),
     "cluster": _backend("madmom-cnn-crf", "cnn", 0.0),
 })

@@ -3,14 +3,18 @@
 ``cluster``: the paper's emotion2vec_plus_large through funasr (``model_id`` a hub id or a local
 model directory with ``config.yaml`` + ``model.pt``).
 
-``embedded``: no speech-emotion model ships in any registry package, so this backend is an
-honest, hand-set *prosody estimator*, not a learned model: it measures pitch level and range
-(YIN), loudness, and syllable rate, plus YAMNet's vocal classes (laughter, crying, shouting,
-whispering), and picks the nearest of four prototype profiles (neutral, happy, sad, angry) in
-that feature space.  Its record says ``"method": "prosody-prototypes"`` so no one mistakes it for
-emotion2vec.
+``embedded``: no speech-emotion model ships in any registry package, so this backend is an honest
+*prosody estimator*, not a learned model of emotion: it measures pitch level and range (YIN),
+loudness relative to the peak, syllable rate and pauses, and scores each of four emotions
+(neutral, happy, sad, angry) with a Gaussian fitted by ``python -m tools.calibration.emotion`` on
+espeak-ng voices and acting settings the embedded benchmark never uses (``emotion_prosody.json``).
+Its record says ``"method": "prosody-gaussians"`` so no one mistakes it for emotion2vec.
 """
 from __future__ import annotations
+
+import functools
+import json
+from pathlib import Path
 
 import numpy as np
 
@@ -18,14 +22,18 @@ from .audio import Audio
 from .base import Backend, ToolSpec, package_version
 
 DESCRIPTION = "Recognises the emotion expressed by a speaker's voice (e.g. neutral, happy, sad, angry)."
+FEATURES = ("pitch_st_re_100hz", "pitch_range_st", "loudness_re_peak_db", "onsets_per_s", "pause_share")
+TABLE = Path(__file__).with_name("emotion_prosody.json")
 
-# Feature order: pitch (semitones re 100 Hz), pitch range (semitones), loudness (dBFS), rate (onsets/s).
-FEATURE_SCALES = np.array([1.5, 3.0, 6.0, 2.0])
-VOCAL_CUES = {"happy": ("Laughter", "Giggle", "Chuckle, chortle"), "sad": ("Crying, sobbing", "Whimper", "Sigh"),
-              "angry": ("Shout", "Yell", "Screaming", "Growling")}
+
+@functools.lru_cache(maxsize=1)
+def fitted_table() -> dict:
+    return json.loads(TABLE.read_text())
 
 
 def prosody_features(audio: Audio) -> np.ndarray:
+    """Pitch level and range (semitones), RMS relative to the peak (dB), onsets per speaking second,
+    and the share of the utterance spent in pauses."""
     import librosa
 
     y, sr = audio.samples, audio.sample_rate
@@ -37,29 +45,31 @@ def prosody_features(audio: Audio) -> np.ndarray:
     semitones = 12 * np.log2(np.maximum(voiced, 1e-3) / 100.0) if voiced.size else np.zeros(1)
     level = float(np.median(semitones))
     spread = float(np.subtract(*np.percentile(semitones, [90, 10]))) / 2.0
-    loud = float(20 * np.log10(np.sqrt(np.mean(y ** 2)) + 1e-9))
+    loud = float(20 * np.log10(np.sqrt(np.mean(y ** 2)) + 1e-9) - 20 * np.log10(np.abs(y).max() + 1e-9))
     onsets = librosa.onset.onset_detect(y=y, sr=sr, hop_length=256, units="time")
     speaking_s = max(active.sum() * 256 / sr, 0.25)
-    return np.array([level, spread, loud, len(onsets) / speaking_s])
+    first, last = (np.flatnonzero(active)[[0, -1]] if active.any() else (0, len(active) - 1))
+    pauses = 1.0 - active[first:last + 1].mean() if last > first else 0.0
+    return np.array([level, spread, loud, len(onsets) / speaking_s, float(pauses)])
 
 
 def estimate_emotion(audio: Audio, settings: dict) -> dict:
-    from .yamnet import YamNet, class_names
-
+    table = fitted_table()
     features = prosody_features(audio)
-    prototypes = {k: np.asarray(v, dtype=float) for k, v in settings["prototypes"].items()}
-    distance = {k: float(np.linalg.norm((features - p) / FEATURE_SCALES)) for k, p in prototypes.items()}
-    peak = dict(zip(class_names(), YamNet.load().scores(audio.samples).max(axis=0)))
-    for label, cues in VOCAL_CUES.items():
-        if label in distance:
-            distance[label] -= settings["vocal_cue_weight"] * max(float(peak.get(c, 0.0)) for c in cues)
-    logits = -np.array(list(distance.values()))
-    probs = np.exp(logits - logits.max())
-    probs /= probs.sum()
-    scores = {k: round(float(p), 3) for k, p in zip(distance, probs)}
-    return {"label": max(scores, key=scores.get), "scores": scores, "method": "prosody-prototypes",
-            "features": {"pitch_st_re_100hz": round(features[0], 1), "pitch_range_st": round(features[1], 1),
-                         "loudness_dbfs": round(features[2], 1), "onsets_per_s": round(features[3], 2)}}
+    scales = np.asarray(table["scales"])
+    logits = {k: -0.5 * float(np.sum(((features - np.asarray(m)) / scales) ** 2)) for k, m in table["means"].items()}
+    top = max(logits.values())
+    probs = {k: np.exp((v - top) / settings["temperature"]) for k, v in logits.items()}
+    total = sum(probs.values())
+    scores = {k: round(float(p / total), 3) for k, p in probs.items()}
+    return {"label": max(scores, key=scores.get), "scores": scores, "method": "prosody-gaussians",
+            "features": {name: round(float(x), 2) for name, x in zip(FEATURES, features)}}
+
+
+def _table_digest() -> str:
+    import hashlib
+
+    return hashlib.sha256(TABLE.read_bytes()).hexdigest()[:12] if TABLE.exists() else "missing"
 
 
 def _load_funasr(settings: dict):
@@ -76,12 +86,16 @@ def _infer_funasr(model, audio: Audio, settings: dict) -> dict:
     return {"label": max(scores, key=scores.get), "scores": scores, "method": "emotion2vec"}
 
 
-SPEC = ToolSpec(id="emotion", index=1, description=DESCRIPTION, backends={
-    "embedded": Backend(name="prosody-prototypes", library_version=package_version("librosa"), sample_rate=16000,
-                        load=lambda settings: None, infer=lambda model, audio, settings: estimate_emotion(audio, settings),
-                        default_settings={"vocal_cue_weight": 2.0, "prototypes": {
-                            "neutral": [-1.0, 2.5, -25.0, 8.7], "happy": [6.7, 1.5, -25.0, 9.3],
-                            "sad": [-4.3, 8.0, -26.0, 6.9], "angry": [3.2, 2.0, -22.0, 9.2]}}),
+def present(output: dict) -> dict:
+    """Appendix B: the label and its confidence."""
+    return {"value": output["label"], "confidence": output["scores"].get(output["label"])}
+
+
+SPEC = ToolSpec(id="emotion", paper_index=1, description=DESCRIPTION, domains=("speech",), present=present,
+                output="{label, scores: {label: p}, method}", backends={
+    "embedded": Backend(name="prosody-gaussians", library_version=package_version("librosa"), sample_rate=16000,
+                        load=lambda settings: fitted_table(), infer=lambda model, audio, settings: estimate_emotion(audio, settings),
+                        default_settings={"temperature": 1.0, "table_sha": _table_digest()}),
     "cluster": Backend(name="funasr-emotion2vec", library_version=package_version("funasr"), sample_rate=16000,
                        load=_load_funasr, infer=_infer_funasr, uses_gpu=True,
                        default_settings={"model_id": "iic/emotion2vec_plus_large", "device": "cuda"}),

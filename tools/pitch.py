@@ -65,7 +65,16 @@ _BACKEND = Backend(
     load=lambda settings: None,
     infer=lambda model, audio, settings: track_pitch(audio, settings),
     default_settings={"n_fft": 4096, "hop_length": 256, "fmin": 60.0, "fmax": 2000.0, "threshold": 0.1, "harmonic_ratio": 0.25,
-                      "report_every_s": 0.25, "min_note_s": 0.12},
+                      "report_every_s": 0.5, "min_note_s": 0.12},
 )
 
-SPEC = ToolSpec(id="pitch", index=4, description=DESCRIPTION, backends={"embedded": _BACKEND, "cluster": _BACKEND})
+def present(output: dict) -> dict:
+    """Appendix B: ``{"timestamp": t, "fundamental frequency": "520.91 Hz"}`` per frame, and the notes
+    in the same style (``timestamp`` a span)."""
+    return {"f0": [{"timestamp": p["time"], "fundamental frequency": f"{p['hz']:.2f} Hz"} for p in output["f0"]],
+            "notes": [{"timestamp": [n["start"], n["end"]], "note": n["note"], "fundamental frequency": f"{n['hz']:.2f} Hz"}
+                      for n in output["notes"]]}
+
+
+SPEC = ToolSpec(id="pitch", paper_index=4, description=DESCRIPTION, domains=("music", "sound"), present=present,
+                output="{f0: [{time, hz}], notes: [{start, end, note, hz}]}", backends={"embedded": _BACKEND, "cluster": _BACKEND})

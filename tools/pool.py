@@ -1,44 +1,85 @@
-"""The tool pool: one Ray actor per tool, subsets run in parallel, every result cached on disk.
+"""The tool pool: Ray actors per tool, batched calls, every result cached on disk.
 
-``ToolPool.run(path, tools)`` answers from the cache where it can and sends the rest to the tools'
-actors at once, so a 4-tool subset costs about its slowest tool.  Each call has a timeout; an
-actor that dies is restarted and the call retried once; a clip that cannot be read yields an
-``"error"`` record for each tool and never an exception, so a batch always completes.
+``ToolPool.run_many(paths, tools)`` answers from the cache where it can and sends the rest to the
+tools' actors at once, in per-tool batches (a backend that can batch, such as the embedded ASR,
+sees the whole batch), so a subset costs about its slowest tool.
+
+Fault tolerance is Ray's own: actors are created with ``max_restarts`` and ``max_task_retries``,
+so an actor that dies (OOM, SIGKILL, a segfaulting library) is restarted and its calls re-run.
+On top of that, a *no-progress* timeout turns a hung call into an error record and kills the
+actor so Ray restarts it.  A clip that cannot be read gets an ``"error"`` record for each tool,
+never an exception: a batch always completes and every clip is accounted for.
 """
 from __future__ import annotations
 
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from . import TOOL_IDS, ToolRunner, get_tool, make_record
+from . import ToolRunner, make_record
 from .audio import AudioError, content_hash
 from .cache import ToolCache
+from .registry import PAPER_TOOLS, ensure_loaded, resolve
 
 
 @dataclass
 class PoolConfig:
-    """How tools run: profile and per-tool settings, the cache, and the Ray resources of each actor."""
+    """Which tools a run uses and how they run: profile and settings, the cache, Ray resources."""
 
+    enabled: list = field(default_factory=lambda: list(PAPER_TOOLS))
+    """The run's tool library, in the order the policy's outputs follow (default: the paper's six)."""
+    extra: list = field(default_factory=list)
+    """Tools from plain modules, as ``"module:attr"`` naming a ToolSpec (or a list of them)."""
     profile: str = "embedded"
-    settings: dict = field(default_factory=dict)  # tool id -> backend setting overrides (model_id, device...)
+    """``embedded`` (offline, shipped weights) or ``cluster`` (the paper's models)."""
+    settings: dict = field(default_factory=dict)
+    """Tool id -> backend setting overrides (model_id, device...)."""
     max_seconds: float = 30.0
+    """Clips are cut to this length before any tool sees them."""
     cache_dir: str = ".cache/tools"
-    executor: str = "ray"  # "ray" (actors) or "local" (in this process, sequential)
-    timeout_s: float = 300.0  # a call fails (error record, actor restarted) when no call finishes for this long
+    """The content-addressed record cache shared by every run."""
+    executor: str = "ray"
+    """``ray`` (actors) or ``local`` (in this process, sequential)."""
+    timeout_s: float = 300.0
+    """A call fails (error record, actor restarted) when no call finishes for this long."""
     actor_cpus: float = 0.25
-    gpu_fraction: dict = field(default_factory=dict)  # tool id -> GPUs per actor, e.g. {"asr": 0.5}
-    replicas: dict = field(default_factory=dict)  # tool id -> number of actors (default 1), e.g. {"asr": 2}
-    ray_address: str | None = None  # None: start a local Ray; "auto": join the cluster of `ray start --head`
+    """CPUs Ray reserves per actor."""
+    gpu_fraction: dict = field(default_factory=dict)
+    """Tool id -> GPUs per actor, e.g. ``{"asr": 0.5}``."""
+    replicas: dict = field(default_factory=dict)
+    """Tool id -> number of actors (default 1), e.g. ``{"asr": 2}``."""
+    batch_size: dict = field(default_factory=dict)
+    """Tool id -> clips per actor call (default 8); backends with ``infer_batch`` process them together."""
+    max_restarts: int = 3
+    """Ray restarts a dead actor up to this many times (Ray's ``max_restarts``)."""
+    max_task_retries: int = 2
+    """Ray re-runs a call whose actor died up to this many times (Ray's ``max_task_retries``)."""
+    ray_address: str | None = None
+    """None: start a local Ray; ``auto``: join the cluster of ``ray start --head``."""
 
     def __post_init__(self):
         if self.executor not in ("ray", "local"):
             raise ValueError(f"tools.executor must be 'ray' or 'local', got {self.executor!r}")
-        for tool_id in list(self.settings) + list(self.gpu_fraction) + list(self.replicas):
-            get_tool(tool_id)
-        for tool_id, count in self.replicas.items():
-            if not isinstance(count, int) or count < 1:
-                raise ValueError(f"tools.replicas.{tool_id} must be a positive integer, got {count!r}")
+        if self.profile not in ("embedded", "cluster"):
+            raise ValueError(f"tools.profile must be 'embedded' or 'cluster', got {self.profile!r}")
+        enabled = resolve(self.enabled, self.extra)
+        for name in ("settings", "gpu_fraction", "replicas", "batch_size"):
+            for tool_id in getattr(self, name):
+                if tool_id not in enabled:
+                    raise ValueError(f"tools.{name}.{tool_id}: tool is not in tools.enabled {list(enabled)}")
+        for name in ("replicas", "batch_size"):
+            for tool_id, count in getattr(self, name).items():
+                if isinstance(count, bool) or not isinstance(count, int) or count < 1:
+                    raise ValueError(f"tools.{name}.{tool_id} must be a positive integer, got {count!r}")
+        if self.timeout_s <= 0 or self.max_seconds <= 0:
+            raise ValueError("tools.timeout_s and tools.max_seconds must be > 0")
+        if self.max_restarts < 0 or self.max_task_retries < 0:
+            raise ValueError("tools.max_restarts and tools.max_task_retries must be >= 0")
+
+    @property
+    def tool_ids(self) -> tuple[str, ...]:
+        return resolve(self.enabled, self.extra)
 
 
 def _actor_class():
@@ -46,15 +87,16 @@ def _actor_class():
 
     @ray.remote
     class ToolActor:
-        """Holds one tool's loaded model for the life of the actor."""
+        """Holds one tool's loaded model for the life of the actor (Ray restarts it if it dies)."""
 
-        def __init__(self, tool_id: str, profile: str, settings: dict, max_seconds: float):
+        def __init__(self, tool_id: str, profile: str, settings: dict, max_seconds: float, extra: list):
             os.environ.setdefault("OMP_NUM_THREADS", "1")
+            ensure_loaded(extra)
             self.tool_id = tool_id
             self.runner = ToolRunner(profile, settings, max_seconds)
 
-        def run(self, path: str) -> dict:
-            return self.runner.run(self.tool_id, path)
+        def run_batch(self, paths: list[str]) -> list[dict]:
+            return self.runner.run_batch(self.tool_id, paths)
 
         def pid(self) -> int:
             return os.getpid()
@@ -65,18 +107,21 @@ def _actor_class():
 class ToolPool:
     def __init__(self, config: PoolConfig | None = None):
         self.config = config or PoolConfig()
+        self.tool_ids = self.config.tool_ids
         self.cache = ToolCache(self.config.cache_dir)
         self.runner = ToolRunner(self.config.profile, self.config.settings, self.config.max_seconds)
-        self._actors: dict[str, object] = {}
-        self.restarts = 0
+        self._actors: dict[tuple[str, int], object] = {}
         self.computed = 0
+        self.errors: dict[str, int] = {}  # tool id -> error records returned (bad clips, failing models, timeouts)
 
     # -- actors ---------------------------------------------------------------------------------
     def _ensure_ray(self):
         import ray
 
         if not ray.is_initialized():
-            runtime_env = {"env_vars": {"OMP_NUM_THREADS": "1"}}
+            # Workers import this project and any tools.extra module the way this process does.
+            path = os.pathsep.join(p for p in sys.path if p)
+            runtime_env = {"env_vars": {"OMP_NUM_THREADS": "1", "PYTHONPATH": path}}
             if self.config.ray_address:
                 ray.init(address=self.config.ray_address, log_to_driver=False, runtime_env=runtime_env)
             else:
@@ -90,17 +135,9 @@ class ToolPool:
             self._ensure_ray()
             self._actors[key] = _actor_class().options(
                 num_cpus=self.config.actor_cpus, num_gpus=self.config.gpu_fraction.get(tool_id, 0),
-                max_restarts=0).remote(tool_id, self.config.profile, self.config.settings, self.config.max_seconds)
+                max_restarts=self.config.max_restarts, max_task_retries=self.config.max_task_retries,
+            ).remote(tool_id, self.config.profile, self.config.settings, self.config.max_seconds, list(self.config.extra))
         return self._actors[key]
-
-    def restart(self, tool_id: str, replica: int = 0) -> None:
-        """Kill (if still alive) and forget one actor of ``tool_id``; the next call starts a fresh one."""
-        import ray
-
-        actor = self._actors.pop((tool_id, replica % self.config.replicas.get(tool_id, 1)), None)
-        if actor is not None:
-            ray.kill(actor, no_restart=True)
-        self.restarts += 1
 
     def shutdown(self) -> None:
         import ray
@@ -112,21 +149,22 @@ class ToolPool:
     def _key(self, audio_hash: str, tool_id: str) -> tuple[str, str, str, str]:
         return (audio_hash, tool_id, *self.runner.identity(tool_id))
 
-    def run(self, path: str, tools: Iterable[str] = TOOL_IDS) -> dict[str, dict]:
-        """Records for ``tools`` on one clip, from the cache or computed in parallel."""
+    def run(self, path: str, tools: Iterable[str] | None = None) -> dict[str, dict]:
+        """Records for ``tools`` (default: the run's library) on one clip, from the cache or computed."""
         return self.run_many([path], tools)[0]
 
-    def run_many(self, paths: list[str], tools: Iterable[str] = TOOL_IDS, progress: bool = False) -> list[dict[str, dict]]:
+    def run_many(self, paths: list[str], tools: Iterable[str] | None = None, progress: bool = False) -> list[dict[str, dict]]:
         """Records for every (clip, tool); all cache misses are in flight at once across the actors."""
-        tools = [t for t in TOOL_IDS if t in set(tools)]
+        wanted = set(self.tool_ids if tools is None else tools)
+        tools = [t for t in self.tool_ids if t in wanted] + sorted(wanted - set(self.tool_ids))
         results: list[dict[str, dict]] = [{} for _ in paths]
-        pending: list[tuple[int, str, tuple]] = []
+        pending: dict[str, list[tuple[int, tuple]]] = {}
         for i, path in enumerate(paths):
             try:
                 audio_hash = content_hash(path)
             except AudioError as err:
                 for tool_id in tools:
-                    results[i][tool_id] = make_record(tool_id, *self.runner.identity(tool_id), error=str(err))
+                    results[i][tool_id] = self._count(make_record(tool_id, *self.runner.identity(tool_id), error=str(err)))
                 continue
             for tool_id in tools:
                 key = self._key(audio_hash, tool_id)
@@ -134,62 +172,61 @@ class ToolPool:
                 if cached is not None:
                     results[i][tool_id] = cached
                 else:
-                    pending.append((i, tool_id, key))
-        bar = _progress(len(pending), progress)
+                    pending.setdefault(tool_id, []).append((i, key))
+        bar = _progress(sum(len(v) for v in pending.values()), progress)
         compute = self._compute_local if self.config.executor == "local" else self._compute_ray
-        for i, tool_id, key, record in compute([(i, tool_id, paths[i], key) for i, tool_id, key in pending]):
+        for i, tool_id, key, record in compute(pending, paths):
             self.cache.put(*key, record)
-            self.computed += 1
-            results[i][tool_id] = record
+            self.computed += "error" not in record
+            results[i][tool_id] = self._count(record)
             bar.update(1)
         bar.close()
         return [{t: r[t] for t in tools} for r in results]
 
-    def _compute_local(self, jobs):
-        for i, tool_id, path, key in jobs:
-            yield i, tool_id, key, self.runner.run(tool_id, path)
+    def _count(self, record: dict) -> dict:
+        if "error" in record:
+            self.errors[record["tool"]] = self.errors.get(record["tool"], 0) + 1
+        return record
 
-    def _compute_ray(self, jobs):
+    def _batches(self, pending: dict, paths: list[str]):
+        for tool_id, jobs in pending.items():
+            size = self.config.batch_size.get(tool_id, 8)
+            for start in range(0, len(jobs), size):
+                chunk = jobs[start:start + size]
+                yield tool_id, chunk, [paths[i] for i, _ in chunk]
+
+    def _compute_local(self, pending: dict, paths: list[str]):
+        for tool_id, chunk, batch_paths in self._batches(pending, paths):
+            for (i, key), record in zip(chunk, self.runner.run_batch(tool_id, batch_paths)):
+                yield i, tool_id, key, record
+
+    def _compute_ray(self, pending: dict, paths: list[str]):
         ray = self._ensure_ray()
-        from ray.exceptions import RayActorError
+        from ray.exceptions import RayError
 
-        per_tool: dict[str, int] = {}
         in_flight = {}
-        for i, tool_id, path, key in jobs:  # spread each tool's calls over its replicas in turn
+        per_tool: dict[str, int] = {}
+        for tool_id, chunk, batch_paths in self._batches(pending, paths):  # spread batches over replicas
             n = per_tool[tool_id] = per_tool.get(tool_id, -1) + 1
-            in_flight[self.actor(tool_id, n).run.remote(path)] = (i, tool_id, path, key, 0, n)
+            in_flight[self.actor(tool_id, n).run_batch.remote(batch_paths)] = (tool_id, chunk, batch_paths, n)
         while in_flight:
             done, _ = ray.wait(list(in_flight), num_returns=1, timeout=self.config.timeout_s)
-            if not done:  # nothing finished within the timeout: fail the oldest call and restart its actor
+            if not done:  # nothing finished within the window: fail the oldest call, let Ray restart its actor
                 ref = next(iter(in_flight))
-                i, tool_id, path, key, _, n = in_flight.pop(ref)
-                yield i, tool_id, key, make_record(tool_id, *key[2:], error=f"{path}: timed out after {self.config.timeout_s}s")
-                in_flight = self._resubmit_after_restart(tool_id, n, in_flight)
+                tool_id, chunk, batch_paths, n = in_flight.pop(ref)
+                for (i, key), path in zip(chunk, batch_paths):
+                    yield i, tool_id, key, make_record(tool_id, *key[2:], error=f"{path}: timed out after {self.config.timeout_s}s")
+                ray.kill(self.actor(tool_id, n), no_restart=False)
                 continue
             ref = done[0]
-            i, tool_id, path, key, attempt, n = in_flight.pop(ref)
+            tool_id, chunk, batch_paths, n = in_flight.pop(ref)
             try:
-                yield i, tool_id, key, ray.get(ref)
-            except RayActorError as err:
-                if attempt >= 1:
-                    yield i, tool_id, key, make_record(tool_id, *key[2:], error=f"{path}: tool actor died twice: {err}")
-                in_flight = self._resubmit_after_restart(tool_id, n, in_flight)
-                if attempt < 1:
-                    in_flight[self.actor(tool_id, n).run.remote(path)] = (i, tool_id, path, key, attempt + 1, n)
-
-    def _resubmit_after_restart(self, tool_id: str, replica: int, in_flight: dict) -> dict:
-        """Restart one actor of ``tool_id`` and re-queue the calls it still held on the new one."""
-        count = self.config.replicas.get(tool_id, 1)
-        if (tool_id, replica % count) not in self._actors:
-            return in_flight
-        self.restart(tool_id, replica)
-        kept = {}
-        for ref, (i, tid, path, key, attempt, n) in in_flight.items():
-            if tid == tool_id and n % count == replica % count:
-                kept[self.actor(tool_id, n).run.remote(path)] = (i, tid, path, key, attempt, n)
-            else:
-                kept[ref] = (i, tid, path, key, attempt, n)
-        return kept
+                records = ray.get(ref)
+            except RayError as err:  # the actor died more often than max_task_retries allows
+                records = [make_record(tool_id, *key[2:], error=f"{path}: tool actor failed: {type(err).__name__}")
+                           for (_, key), path in zip(chunk, batch_paths)]
+            for (i, key), record in zip(chunk, records):
+                yield i, tool_id, key, record
 
 
 def _progress(total: int, enabled: bool):

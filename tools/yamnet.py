@@ -36,7 +36,7 @@ def log_mel_patches(samples: np.ndarray) -> np.ndarray:
     """16 kHz mono waveform -> ``[N, 1, 96, 64]`` float32 log-mel patches (short clips are zero-padded)."""
     import librosa
 
-    min_len = int((PATCH_FRAMES - 1) * 160 + 400)
+    min_len = int((PATCH_FRAMES - 1) * 160 + 512)  # n_fft 512, no centring: 96 frames need this many samples
     if len(samples) < min_len:
         samples = np.pad(samples, (0, min_len - len(samples)))
     mel = librosa.feature.melspectrogram(y=samples, sr=SAMPLE_RATE, n_fft=512, win_length=400, hop_length=160,
@@ -45,6 +45,14 @@ def log_mel_patches(samples: np.ndarray) -> np.ndarray:
     log_mel = np.log(mel + 1e-6).T  # frames x mels
     starts = range(0, log_mel.shape[0] - PATCH_FRAMES + 1, PATCH_HOP_FRAMES)
     return np.stack([log_mel[s:s + PATCH_FRAMES][None] for s in starts]).astype(np.float32)
+
+
+@functools.lru_cache(maxsize=1)
+def model_digest() -> str:
+    """SHA-256 of the shipped YAMNet archive: the identity of the weights every YAMNet user reads."""
+    import hashlib
+
+    return hashlib.sha256((_package_dir() / "YamNet_w8a8.onnx.zip").read_bytes()).hexdigest()
 
 
 @dataclass
