@@ -1,12 +1,27 @@
-"""Loaders for the benchmark formats: MMAU test-mini (JSON list), MMAR (JSON list or JSONL) and
-AVQA as R1-AQA uses it (JSONL, integer ``answer`` indexing ``multi_choice``).
+"""Loaders for the benchmark formats as published: MMAU test-mini (JSON list), MMAR (JSON list or
+JSONL) and AVQA as R1-AQA uses it (JSONL, integer ``answer`` indexing ``multi_choice``).
 
-Every malformed row raises :class:`DatasetError` naming the file, the row and the field.  Audio
-paths are resolved against the dataset file's folder.
+A bad row never fails the file.  Each row becomes a :class:`Sample`; a row that cannot be scored
+(no question, fewer than two usable choices, an answer that is none of the choices, a broken JSON
+line...) becomes an *unscorable* sample (``meta["unscorable"]`` holds the reason) that evaluation
+counts in ``n`` and as wrong, and that :class:`Loaded` reports as ``rejected`` (row, id, reason).
+Quirks of the published files handled as data:
+
+* MMAR's last choice is sometimes empty: empty choices are dropped (the row stays scorable if two
+  remain);
+* an answer that differs from its choice only by white space or a newline is that choice;
+* list-valued fields (MMAU's ``category`` on some rows) stay lists in ``meta``; the sample's
+  ``category`` joins them with " / ".
+
+Only a file that cannot be read at all (missing, not JSON, not a list of objects) raises
+:class:`DatasetError`, naming the file.  Audio paths are resolved against the file's folder.
 """
 from __future__ import annotations
 
 import json
+import re
+from collections import Counter
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -19,47 +34,76 @@ class DatasetError(ValueError):
         super().__init__(f"{where}: {reason}")
 
 
-def read_rows(path: str | Path) -> list[dict]:
-    """A JSON list or JSONL file -> list of objects (errors name the line)."""
-    path = Path(path)
-    if not path.exists():
-        raise DatasetError(path, None, None, "file not found")
-    text = path.read_text(encoding="utf-8")
-    stripped = text.lstrip()
-    if stripped.startswith("["):
-        try:
-            rows = json.loads(text)
-        except json.JSONDecodeError as err:
-            raise DatasetError(path, None, None, f"invalid JSON ({err})") from err
-    else:
-        rows = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    rows.append(json.loads(line))
-                except json.JSONDecodeError as err:
-                    raise DatasetError(path, number, None, f"invalid JSON line ({err.msg})") from err
-    for i, row in enumerate(rows):
-        if not isinstance(row, dict):
-            raise DatasetError(path, i, None, f"expected an object, got {type(row).__name__}")
-    return rows
+class RowError(ValueError):
+    def __init__(self, field: str | None, reason: str):
+        self.field, self.reason = field, reason
+        super().__init__(f"field {field!r}: {reason}" if field else reason)
 
 
-def _field(path, i, row, *names, kind=None):
-    for name in names:
-        if name in row and row[name] is not None:
-            value = row[name]
-            if kind is not None and not isinstance(value, kind):
-                raise DatasetError(path, i, name, f"expected {getattr(kind, '__name__', kind)}, got {type(value).__name__}")
-            return value
-    raise DatasetError(path, i, names[0], "missing")
+@dataclass
+class Loaded:
+    """A loaded file: every row as a Sample (unscorable ones included), and the rejected rows."""
+
+    path: str
+    format: str
+    samples: list[Sample]
+    rejected: list[dict] = field(default_factory=list)
+    rows: int = 0
+
+    @property
+    def scorable(self) -> list[Sample]:
+        return [s for s in self.samples if not s.meta.get("unscorable")]
+
+    def summary(self) -> dict:
+        """What ``autagent data validate`` prints."""
+        def counts(key):
+            return dict(sorted(Counter(key(s) for s in self.samples if key(s)).items()))
+
+        return {"file": self.path, "format": self.format, "rows": self.rows, "loaded": len(self.scorable),
+                "rejected": self.rejected, "usable": bool(self.scorable),
+                "by_domain": counts(lambda s: s.domain), "by_category": counts(lambda s: s.category),
+                "by_subcategory": counts(lambda s: s.meta.get("sub-category"))}
 
 
-def _choices(path, i, row, name) -> tuple[str, ...]:
-    choices = _field(path, i, row, name, kind=list)
-    if len(choices) < 2 or not all(isinstance(c, str) and c.strip() for c in choices):
-        raise DatasetError(path, i, name, "needs at least two non-empty strings")
-    return tuple(choices)
+def _normalise(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def _text(row, name, required=True) -> str | None:
+    value = row.get(name)
+    if value is None or (isinstance(value, str) and not value.strip()):
+        if required:
+            raise RowError(name, "missing" if value is None else "empty")
+        return None
+    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
+        raise RowError(name, f"expected text, got {type(value).__name__}")
+    return str(value)
+
+
+def _label(value) -> str:
+    """A metadata field as text: lists joined (the list itself stays in meta), scalars as they are."""
+    if isinstance(value, list):
+        return " / ".join(str(v) for v in value)
+    return "" if value is None else str(value)
+
+
+def _choices(row, name) -> tuple[str, ...]:
+    raw = row.get(name)
+    if not isinstance(raw, list):
+        raise RowError(name, "missing" if raw is None else f"expected a list, got {type(raw).__name__}")
+    choices = tuple(str(c) for c in raw if isinstance(c, (str, int, float)) and not isinstance(c, bool) and str(c).strip())
+    if len(choices) < 2:
+        raise RowError(name, "needs at least two non-empty choices")
+    return choices
+
+
+def _answer_in(choices, answer: str) -> str:
+    if answer in choices:
+        return answer
+    matches = [c for c in choices if _normalise(c) == _normalise(answer)]
+    if len(matches) == 1:
+        return matches[0]
+    raise RowError("answer", f"{answer[:80]!r} is not one of the choices")
 
 
 def _audio(path: Path, value: str) -> str:
@@ -67,72 +111,123 @@ def _audio(path: Path, value: str) -> str:
     return str(audio if audio.is_absolute() else (path.parent / audio).resolve())
 
 
-def _choices_and_answer(path, i, row) -> tuple[tuple[str, ...], str]:
-    """MMAU and MMAR: ``choices`` and an ``answer`` that must be one of them, verbatim."""
-    choices = _choices(path, i, row, "choices")
-    answer = _field(path, i, row, "answer", kind=str)
-    if answer not in choices:
-        raise DatasetError(path, i, "answer", f"{answer!r} is not one of the choices {list(choices)}")
-    return choices, answer
+def _mmau_row(path: Path, row: dict) -> dict:
+    choices = _choices(row, "choices")
+    return dict(audio=_audio(path, _text(row, "audio_id")), question=_text(row, "question"), choices=choices,
+                answer=_answer_in(choices, _text(row, "answer")), domain=_label(row.get("task")),
+                category=_label(row.get("category")))
 
 
-def _mmau_row(path: Path, i: int, row: dict) -> Sample:
-    choices, answer = _choices_and_answer(path, i, row)
-    known = {"id", "audio_id", "question", "choices", "answer", "task", "category"}
-    return Sample(id=str(_field(path, i, row, "id")), audio=_audio(path, _field(path, i, row, "audio_id", kind=str)),
-                  question=_field(path, i, row, "question", kind=str), choices=choices, answer=answer,
-                  domain=str(row.get("task", "")), category=str(row.get("category", row.get("sub-category", ""))),
-                  meta={k: v for k, v in row.items() if k not in known})
+def _mmar_row(path: Path, row: dict) -> dict:
+    choices = _choices(row, "choices")
+    return dict(audio=_audio(path, _text(row, "audio_path")), question=_text(row, "question"), choices=choices,
+                answer=_answer_in(choices, _text(row, "answer")), domain=_label(row.get("modality")),
+                category=_label(row.get("category")))
 
 
-def _mmar_row(path: Path, i: int, row: dict) -> Sample:
-    choices, answer = _choices_and_answer(path, i, row)
-    known = {"id", "audio_path", "question", "choices", "answer", "modality", "category"}
-    return Sample(id=str(_field(path, i, row, "id")), audio=_audio(path, _field(path, i, row, "audio_path", kind=str)),
-                  question=_field(path, i, row, "question", kind=str), choices=choices, answer=answer,
-                  domain=str(row.get("modality", "")), category=str(row.get("category", "")),
-                  meta={k: v for k, v in row.items() if k not in known})
+AVQA_WORDING = ((re.compile(r"\bvideos?\b", re.I), lambda m: "audio" if m.group(0).islower() else "Audio"),)
 
 
-def _avqa_row(path: Path, i: int, row: dict) -> Sample:
-    choices = _choices(path, i, row, "multi_choice")
-    index = _field(path, i, row, "answer")
+def _avqa_row(path: Path, row: dict, audio_wording: bool = False) -> dict:
+    choices = _choices(row, "multi_choice")
+    index = row.get("answer")
     if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(choices):
-        raise DatasetError(path, i, "answer", f"expected an index in 0..{len(choices) - 1}, got {index!r}")
-    known = {"id", "audio_path", "question_text", "multi_choice", "answer", "question_type"}
-    return Sample(id=str(_field(path, i, row, "id")), audio=_audio(path, _field(path, i, row, "audio_path", kind=str)),
-                  question=_field(path, i, row, "question_text", kind=str), choices=choices, answer=choices[index],
-                  domain="sound", category=str(row.get("question_type", "")),
-                  meta={k: v for k, v in row.items() if k not in known})
+        raise RowError("answer", f"expected an index in 0..{len(choices) - 1}, got {index!r}")
+    question = _text(row, "question_text")
+    if audio_wording:  # r1-aqa asks about "the audio" where AVQA says "the video"
+        for pattern, repl in AVQA_WORDING:
+            question = pattern.sub(repl, question)
+    return dict(audio=_audio(path, _text(row, "audio_path")), question=question, choices=choices,
+                answer=choices[index], domain="sound", category=_label(row.get("question_type")))
 
 
-FORMATS: dict[str, Callable[[Path, int, dict], Sample]] = {"mmau": _mmau_row, "mmar": _mmar_row, "avqa": _avqa_row}
+FORMATS: dict[str, tuple[Callable, str, set]] = {
+    "mmau": (_mmau_row, "audio_id", {"id", "audio_id", "question", "choices", "answer", "task"}),
+    "mmar": (_mmar_row, "audio_path", {"id", "audio_path", "question", "choices", "answer", "modality"}),
+    "avqa": (_avqa_row, "audio_path", {"id", "audio_path", "question_text", "multi_choice", "answer"}),
+}
 
 
-def detect_format(row: dict) -> str:
-    if "multi_choice" in row:
+def read_rows(path: str | Path) -> list:
+    """A JSON list or JSONL file -> its rows; a JSONL line that is not JSON becomes a
+    ``RowError`` in its place (so the row is reported, not the file failed)."""
+    path = Path(path)
+    if not path.exists():
+        raise DatasetError(path, None, None, "file not found")
+    if not path.is_file():
+        raise DatasetError(path, None, None, "not a regular file")
+    try:
+        text = path.read_text(encoding="utf-8-sig")
+    except (UnicodeDecodeError, OSError) as err:
+        raise DatasetError(path, None, None, f"cannot read as UTF-8 text ({err})") from err
+    if text.lstrip().startswith("["):
+        try:
+            rows = json.loads(text)
+        except json.JSONDecodeError as err:
+            raise DatasetError(path, None, None, f"invalid JSON ({err})") from err
+        if not isinstance(rows, list):
+            raise DatasetError(path, None, None, "expected a JSON list of rows")
+        return rows
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if line.strip():
+            try:
+                rows.append(json.loads(line))
+            except json.JSONDecodeError as err:
+                rows.append(RowError(None, f"line {number}: invalid JSON ({err.msg})"))
+    if not rows and text.strip():
+        raise DatasetError(path, None, None, "neither a JSON list nor JSON lines")
+    return rows
+
+
+def detect_format(rows: list) -> str:
+    first = next((r for r in rows if isinstance(r, dict)), {})
+    if "multi_choice" in first:
         return "avqa"
-    if "audio_path" in row:
+    if "audio_path" in first or "modality" in first:
         return "mmar"
     return "mmau"
 
 
-def load_dataset(path: str | Path, fmt: str = "auto", limit: int | None = None) -> list[Sample]:
-    """Load an MMAU / MMAR / AVQA file (``fmt="auto"`` detects it from the first row's fields)."""
+def load(path: str | Path, fmt: str = "auto", limit: int | None = None, audio_wording: bool = False) -> Loaded:
+    """Every row of an MMAU / MMAR / AVQA file (``fmt="auto"`` detects it from the first row's fields)."""
     path = Path(path)
     rows = read_rows(path)
-    if not rows:
-        raise DatasetError(path, None, None, "no rows")
-    fmt = detect_format(rows[0]) if fmt == "auto" else fmt
+    fmt = detect_format(rows) if fmt == "auto" else fmt
     if fmt not in FORMATS:
         raise DatasetError(path, None, None, f"unknown format {fmt!r}; choose one of {sorted(FORMATS)}")
-    samples = [FORMATS[fmt](path, i, row) for i, row in enumerate(rows[:limit] if limit else rows)]
+    parse, _, known = FORMATS[fmt]
+    rows = rows[:limit] if limit else rows
+    loaded = Loaded(str(path), fmt, [], rows=len(rows))
     seen: set[str] = set()
-    for i, sample in enumerate(samples):
-        if sample.id in seen:
-            raise DatasetError(path, i, "id", f"duplicate id {sample.id!r}")
-        seen.add(sample.id)
-    return samples
+    for i, row in enumerate(rows):
+        raw_id = row.get("id") if isinstance(row, dict) else None
+        sample_id = str(raw_id) if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) and str(raw_id).strip() else f"row-{i}"
+        if sample_id in seen:
+            sample_id = f"{sample_id}#row-{i}"
+        seen.add(sample_id)
+        try:
+            if isinstance(row, RowError):
+                raise row
+            if not isinstance(row, dict):
+                raise RowError(None, f"expected an object, got {type(row).__name__}")
+            fields = parse(path, row, audio_wording) if fmt == "avqa" else parse(path, row)
+            meta = {k: v for k, v in row.items() if k not in known}
+            loaded.samples.append(Sample(id=sample_id, meta={**meta, "row": i}, **fields))
+        except RowError as err:
+            reason = str(err)
+            loaded.rejected.append({"row": i, "id": sample_id, "reason": reason})
+            raw = row if isinstance(row, dict) else {}
+            loaded.samples.append(Sample(
+                id=sample_id, audio="", question=str(raw.get("question") or raw.get("question_text") or ""), choices=(),
+                answer="", domain=_label(raw.get("task") or raw.get("modality")), category=_label(raw.get("category")),
+                meta={"unscorable": reason, "row": i, **({"sub-category": raw["sub-category"]} if "sub-category" in raw else {})}))
+    return loaded
+
+
+def load_dataset(path: str | Path, fmt: str = "auto", limit: int | None = None, audio_wording: bool = False) -> list[Sample]:
+    """Every row's Sample, the unscorable ones included (they count as wrong in evaluation)."""
+    return load(path, fmt, limit, audio_wording).samples
 
 
 def write_mmau(samples: list[Sample], path: str | Path) -> None:

@@ -139,3 +139,119 @@ def write_wav(path: str | Path, audio: np.ndarray) -> None:
     tmp = path.with_name(path.stem + ".tmp.wav")
     sf.write(str(tmp), audio.astype(np.float32), SR, subtype="PCM_16")
     tmp.replace(path)
+
+
+# ---- everyday sounds (numpy only) --------------------------------------------------------------------
+def _envelope(n: int, attack: float, decay: float) -> np.ndarray:
+    t = np.arange(n) / SR
+    return (1 - np.exp(-t / max(attack, 1e-4))) * np.exp(-t / max(decay, 1e-4))
+
+
+def _place(out: np.ndarray, sound: np.ndarray, start_s: float) -> None:
+    """Add ``sound`` into ``out`` from ``start_s`` (a negative start cuts its head), in place."""
+    start = int(start_s * SR)
+    if start < 0:
+        sound, start = sound[-start:], 0
+    end = min(len(out), start + len(sound))
+    if start < end:
+        out[start:end] += sound[: end - start]
+
+
+def lowpass(x: np.ndarray, cutoff_hz: float) -> np.ndarray:
+    from scipy.signal import butter, sosfilt
+
+    return sosfilt(butter(4, cutoff_hz, "low", fs=SR, output="sos"), x).astype(np.float32)
+
+
+def bandpass(x: np.ndarray, low_hz: float, high_hz: float) -> np.ndarray:
+    from scipy.signal import butter, sosfilt
+
+    return sosfilt(butter(4, [low_hz, high_hz], "band", fs=SR, output="sos"), x).astype(np.float32)
+
+
+def rain(duration: float, rng: np.random.Generator) -> np.ndarray:
+    hiss = bandpass(noise(duration, rng), 800, 8000) * 0.3
+    drops = np.zeros_like(hiss)
+    for t in rng.uniform(0, duration, int(duration * 40)):
+        _place(drops, tone(rng.uniform(1500, 4000), 0.02, decay=200.0) * rng.uniform(0.2, 1.0), t)
+    return hiss + drops
+
+
+def wind(duration: float, rng: np.random.Generator) -> np.ndarray:
+    gust = 0.5 + 0.5 * np.sin(2 * np.pi * np.arange(int(duration * SR)) / SR * rng.uniform(0.15, 0.4))
+    return lowpass(noise(duration, rng), 600) * gust.astype(np.float32) * 3
+
+
+def thunder(duration: float, rng: np.random.Generator) -> np.ndarray:
+    out = np.zeros(int(duration * SR), dtype=np.float32)
+    for t in np.arange(rng.uniform(0, 0.5), duration - 0.5, rng.uniform(1.5, 2.5)):
+        n = int(rng.uniform(1.0, 2.0) * SR)
+        _place(out, lowpass(rng.standard_normal(n).astype(np.float32), 150) * _envelope(n, 0.05, 0.6) * 4, t)
+    return out
+
+
+def siren(duration: float, rng: np.random.Generator) -> np.ndarray:
+    return sweep_siren(duration, rng.uniform(550, 700), rng.uniform(1100, 1500), rng.uniform(1.5, 3.0))
+
+
+def beeping(duration: float, rng: np.random.Generator) -> np.ndarray:
+    return beeps(duration, rng.uniform(900, 2500), on=0.15, off=float(rng.uniform(0.15, 0.4)))
+
+
+def doorbell(duration: float, rng: np.random.Generator) -> np.ndarray:
+    out = np.zeros(int(duration * SR), dtype=np.float32)
+    base = rng.uniform(600, 800)
+    for t in np.arange(0.1, duration - 1.0, 2.2):
+        _place(out, tone(base * 1.26, 1.0, harmonics=3, decay=3.0), t)
+        _place(out, tone(base, 1.2, harmonics=3, decay=2.5), t + 0.5)
+    return out
+
+
+def clock(duration: float, rng: np.random.Generator) -> np.ndarray:
+    out = np.zeros(int(duration * SR), dtype=np.float32)
+    for k, t in enumerate(np.arange(0.05, duration, 0.5)):
+        _place(out, bandpass(rng.standard_normal(400).astype(np.float32), 2000 + 800 * (k % 2), 6000) * _envelope(400, 0.001, 0.004), t)
+    return out
+
+
+def footsteps(duration: float, rng: np.random.Generator) -> np.ndarray:
+    out = np.zeros(int(duration * SR), dtype=np.float32)
+    for t in np.arange(0.1, duration, rng.uniform(0.45, 0.6)):
+        n = int(0.12 * SR)
+        _place(out, lowpass(rng.standard_normal(n).astype(np.float32), 900) * _envelope(n, 0.003, 0.03) * 3, t)
+    return out
+
+
+def typing(duration: float, rng: np.random.Generator) -> np.ndarray:
+    out = np.zeros(int(duration * SR), dtype=np.float32)
+    t = 0.05
+    while t < duration:
+        _place(out, bandpass(rng.standard_normal(300).astype(np.float32), 1500, 7000) * _envelope(300, 0.001, 0.006), t)
+        t += rng.uniform(0.06, 0.25)
+    return out
+
+
+def engine(duration: float, rng: np.random.Generator) -> np.ndarray:
+    t = np.arange(int(duration * SR)) / SR
+    rpm = rng.uniform(25, 45) * (1 + 0.03 * np.sin(2 * np.pi * 0.7 * t))
+    phase = 2 * np.pi * np.cumsum(rpm) / SR
+    hum = sum(np.sin(k * phase) / k for k in range(1, 8)).astype(np.float32)
+    return hum + lowpass(noise(duration, rng), 400)
+
+
+def crowd(duration: float, rng: np.random.Generator, voices, sentences) -> np.ndarray:
+    """Babble: several espeak-ng voices talking over each other, none intelligible."""
+    out = np.zeros(int(duration * SR), dtype=np.float32)
+    for k in range(5):
+        said = speech(str(rng.choice(sentences)), voice=str(rng.choice(voices)), rate=int(rng.integers(150, 200)),
+                      pitch=int(rng.integers(20, 80)))
+        _place(out, said * rng.uniform(0.5, 1.0), rng.uniform(-0.5, 1.0))
+    return lowpass(out, 3000)
+
+
+def place(background: np.ndarray, sound: np.ndarray, start_s: float) -> np.ndarray:
+    """``background`` (extended if needed) with ``sound`` added from ``start_s``."""
+    end = int(start_s * SR) + len(sound)
+    out = np.pad(background, (0, max(0, end - len(background)))).astype(np.float32)
+    _place(out, sound, start_s)
+    return out

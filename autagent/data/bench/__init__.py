@@ -1,0 +1,112 @@
+"""The embedded benchmark (v2): audio-question pairs generated offline from a seed, answers known by
+construction, written in the MMAU test-mini JSON format.
+
+Shaped like MMAU: about a third each of sound, music and speech questions, plus mixtures; the
+question kinds real benchmarks ask (events and scenes; what is said, keywords, word counts,
+intents; emotion; how many speakers and who speaks when; instruments, chords, tempo, melody and
+pitch; the gist).  What makes it a testbed for tool *selection*:
+
+* phrasings, voices and sentences of the test split come from pools training never saw;
+* within a kind, some items have far-apart choices a coarse listen separates and others need a
+  tool (``meta.tools == []`` marks the former);
+* in ``what_heard`` one question with one set of choices needs ASR for some clips and the chord
+  tool for others; in ``emotion_content``, ``content_background``, ``tempo_chord`` and
+  ``quote_tone`` the options cross two properties, so two tools are needed at once;
+* audio comes from espeak-ng, fluidsynth (General-MIDI soundfont) and numpy, nothing downloaded.
+
+``meta`` of each row holds what the generator knows: ``tools``, the kind's facts, and the split.
+"""
+from __future__ import annotations
+
+import json
+import zlib
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from .. import synth as S
+from ..loaders import write_mmau
+from ..sample import Sample
+from . import kinds as K
+from . import speech as P
+
+KINDS: dict[str, tuple[Callable, float]] = {  # kind -> (generator, share of the benchmark)
+    "sound_event": (K.sound_event, 10), "scene": (K.scene, 5), "tone": (K.tone, 5),
+    "instrument": (K.instrument, 7), "chord": (K.chord, 4), "chord_at": (K.chord_at, 4), "tempo_bpm": (K.tempo_bpm, 6),
+    "tempo_feel": (K.tempo_feel, 3), "melody_contour": (K.melody_contour, 3), "note": (K.note, 3),
+    "quote": (P.quote, 6), "keyword": (P.keyword, 4), "word_count": (P.word_count, 3), "intent": (P.intent, 4),
+    "emotion": (P.emotion, 5), "speaker_count": (P.speaker_count, 5), "speaker_turn": (P.speaker_turn, 3),
+    "background": (P.background, 5), "what_heard": (P.what_heard, 6), "emotion_content": (P.emotion_content, 7),
+    "content_background": (P.content_background, 6), "tempo_chord": (K.tempo_chord, 10), "quote_tone": (P.quote_tone, 10),
+    "audio_kind": (P.audio_kind, 3), "duration": (P.duration, 2),
+}
+VERSION = 2
+
+
+@dataclass
+class EmbeddedBenchmarkConfig:
+    """The embedded benchmark: where it is written, its seed, split sizes and question kinds."""
+
+    root: str = "data/embedded"
+    """Folder for ``<split>.json`` and ``audio/``."""
+    seed: int = 0
+    """Everything (kinds, audio, choices) is a function of the seed, the split and the row."""
+    sizes: dict = field(default_factory=lambda: {"train": 600, "dev": 120, "test": 300})
+    """Rows per split; ``test`` draws phrasings, voices and sentences from the held-out pools."""
+    kinds: list = field(default_factory=list)
+    """Question kinds to generate (all by default)."""
+    workers: int = 2
+    """Processes that synthesise audio."""
+
+    def __post_init__(self):
+        unknown = sorted(set(self.kinds) - set(KINDS))
+        if unknown:
+            raise ValueError(f"data.benchmark.kinds: unknown kinds {unknown}; known: {sorted(KINDS)}")
+        bad = {k: v for k, v in self.sizes.items() if not isinstance(v, int) or v < 0}
+        if bad or not self.sizes:
+            raise ValueError(f"data.benchmark.sizes must map split names to row counts >= 0, got {self.sizes}")
+
+
+def pool_of(split: str) -> str:
+    """Which vocabulary pool a split draws from: only ``test`` uses the held-out one."""
+    return "test" if split == "test" else "train"
+
+
+def _make_one(args) -> dict:
+    root, split, index, seed, kinds = args
+    rng = np.random.default_rng([seed, index, zlib.crc32(split.encode())])
+    weights = np.array([KINDS[k][1] for k in kinds], dtype=float)
+    kind = kinds[int(rng.choice(len(kinds), p=weights / weights.sum()))]
+    item = KINDS[kind][0](K.Ctx(rng, pool_of(split)))
+    audio = S.normalise(item.audio, float(rng.uniform(-12, -3)))
+    sample_id = f"{split}-{index:05d}"
+    path = Path(root) / "audio" / split / f"{sample_id}.wav"
+    S.write_wav(path, audio)
+    return dict(id=sample_id, audio=str(path.resolve()), question=item.question, choices=tuple(item.choices),
+                answer=item.answer, domain=item.domain, category=kind,
+                meta={"tools": item.tools, "split": split, "facts": item.facts})
+
+
+def generate(config: EmbeddedBenchmarkConfig, progress: bool = True) -> dict[str, Path]:
+    """Write ``<root>/<split>.json`` (MMAU format) and the audio; idempotent for a given config."""
+    from ...progress import progress as tqdm
+
+    root = Path(config.root)
+    kinds = list(config.kinds) or list(KINDS)
+    stamp = {"seed": config.seed, "sizes": config.sizes, "kinds": kinds, "version": VERSION}
+    stamp_path = root / "benchmark.json"
+    outputs = {split: root / f"{split}.json" for split in config.sizes}
+    if stamp_path.exists() and json.loads(stamp_path.read_text()) == stamp and all(p.exists() for p in outputs.values()):
+        return outputs
+    stamp_path.unlink(missing_ok=True)
+    for split, size in config.sizes.items():
+        jobs = [(str(root), split, i, config.seed, kinds) for i in range(size)]
+        with ProcessPoolExecutor(max_workers=max(1, config.workers)) as pool:
+            rows = list(tqdm(pool.map(_make_one, jobs, chunksize=4), total=size, desc=f"generate {split}",
+                             disable=not progress))
+        write_mmau([Sample(**row) for row in rows], outputs[split])
+    stamp_path.write_text(json.dumps(stamp))
+    return outputs
