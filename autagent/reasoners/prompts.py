@@ -26,29 +26,37 @@ def format_choices(choices) -> str:
     return "\n".join(f"({chr(ord('A') + i)}) {c}" for i, c in enumerate(choices))
 
 
+def shown(record: dict) -> dict:
+    """A record as a reasoner sees it: the tool and its output in the paper's Appendix B shape
+    (the cache keeps the structured form)."""
+    from tools import get_tool
+
+    try:
+        present = get_tool(record["tool"]).present
+    except KeyError:
+        present = None
+    output = record.get("output")
+    return {"tool": record["tool"], "output": present(output) if present and output is not None else output}
+
+
 def render(question: str, choices, records: list[dict] | None) -> str:
     """The prompt text for one question; ``records`` None or empty gives the baseline prompt."""
     if not records:
         return BASELINE.format(question=question, choices=format_choices(choices))
-    shown = [{"tool": r["tool"], "output": r.get("output")} for r in records if "error" not in r]
-    return WITH_TOOLS.format(records=json.dumps(shown, ensure_ascii=False), question=question,
+    shown_records = [shown(r) for r in records if "error" not in r]
+    return WITH_TOOLS.format(records=json.dumps(shown_records, ensure_ascii=False), question=question,
                              choices=format_choices(choices))
 
 
 def match_choice(text: str | None, choices) -> str | None:
-    """Map a free-text reply to a choice: an exact choice, a letter like "(B)", or the one choice it contains."""
+    """Map a free-text reply to a choice: an exact choice, its label ("(B)", "B."), or the one choice it contains."""
+    from ..scoring import resolve_reply
+
     if text is None:
         return None
-    reply = text.strip().strip(".").strip()
+    reply = resolve_reply(text, choices).strip().strip(".").strip()
     for choice in choices:
         if reply.lower() == choice.lower():
             return choice
-    stripped = reply.strip("()").strip()
-    if len(stripped) == 1 and stripped.isalpha():
-        index = ord(stripped.upper()) - ord("A")
-        if 0 <= index < len(choices):
-            return choices[index]
     contained = [c for c in choices if c.lower() in reply.lower()]
-    if len(contained) == 1:
-        return contained[0]
-    return None
+    return contained[0] if len(contained) == 1 else None

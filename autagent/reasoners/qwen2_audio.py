@@ -5,11 +5,10 @@ build a tiny random one); prompts come from :mod:`autagent.reasoners.prompts`.
 """
 from __future__ import annotations
 
-import hashlib
-import json
 from dataclasses import asdict
 
 from ..data.sample import Sample
+from .base import Reply, fingerprint_of
 from .prompts import render
 
 
@@ -22,33 +21,31 @@ class Qwen2AudioReasoner:
 
         self.config = config
         self.processor = AutoProcessor.from_pretrained(config.model_id)
+        # Batched generation continues every row from its own last prompt token only with left padding.
+        self.processor.tokenizer.padding_side = "left"
         dtype = getattr(torch, config.dtype)
         self.model = Qwen2AudioForConditionalGeneration.from_pretrained(config.model_id, dtype=dtype).to(config.device).eval()
         self.sample_rate = self.processor.feature_extractor.sampling_rate
         self._torch = torch
 
     def fingerprint(self) -> str:
-        blob = json.dumps({k: v for k, v in asdict(self.config).items() if k not in ("device", "batch_size")}, sort_keys=True)
-        return f"{self.name}-{hashlib.sha1(blob.encode()).hexdigest()[:10]}"
+        return fingerprint_of(self.name, {k: v for k, v in asdict(self.config).items() if k not in ("device", "batch_size")})
 
     def prompt(self, sample: Sample, records: list[dict] | None) -> str:
         conversation = [{"role": "user", "content": [{"type": "audio", "audio_url": sample.audio},
                                                       {"type": "text", "text": render(sample.question, sample.choices, records)}]}]
         return self.processor.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
 
-    def answer(self, sample: Sample, records: list[dict] | None) -> str | None:
-        return self.answer_many([(sample, records)])[0]
-
-    def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[str | None]:
+    def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[Reply]:
         from tools.audio import AudioError, load_audio
 
-        replies: list[str | None] = [None] * len(requests)
+        replies: list[Reply] = [Reply(None, "not answered")] * len(requests)
         usable = []
         for i, (sample, records) in enumerate(requests):
             try:
                 usable.append((i, self.prompt(sample, records), load_audio(sample.audio, self.sample_rate, 30.0).samples))
-            except AudioError:
-                continue  # no audio, no answer: scored as wrong
+            except AudioError as err:
+                replies[i] = Reply(None, f"audio: {err}")  # no audio, no answer: an error, scored as wrong
         for start in range(0, len(usable), self.config.batch_size):
             chunk = usable[start:start + self.config.batch_size]
             inputs = self.processor(text=[c[1] for c in chunk], audio=[c[2] for c in chunk],
@@ -58,5 +55,5 @@ class Qwen2AudioReasoner:
                 out = self.model.generate(**inputs, max_new_tokens=self.config.max_new_tokens, do_sample=False)
             texts = self.processor.batch_decode(out[:, inputs["input_ids"].shape[1]:], skip_special_tokens=True)
             for (i, _, _), text in zip(chunk, texts):
-                replies[i] = text.strip() or None
+                replies[i] = Reply(text.strip() or None)
         return replies
