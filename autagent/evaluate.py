@@ -1,9 +1,13 @@
 """The evaluation harness: every baseline of the paper, for one reasoner and one dataset.
 
 Methods (``metrics.json`` names): ``no_tool``, ``random``, ``all_tools``, ``tools_desc``,
-``single:<tool>`` for each tool, ``oracle_single`` (right if any single tool's path is right),
-``oracle_subsets`` (right if any of the 64 subsets' paths is right) and ``policy`` (a trained
-plugin).  Every reasoner call goes through the answer cache, so methods share answers.
+``single:<tool>`` for each enabled tool, ``oracle_single`` (right if any single tool's path is
+right), ``oracle_subsets`` (right if any subset's path is right) and ``policy`` (a trained plugin).
+Every reasoner call goes through the answer cache, so methods share answers.
+
+Every row counts: a row the loader could not score, a clip no tool or reasoner could read and a
+call that failed are all in ``n`` and wrong in ``accuracy``; ``official`` reproduces the published
+scripts (missing predictions skipped) for comparison with papers.
 """
 from __future__ import annotations
 
@@ -13,13 +17,23 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from tools import TOOL_IDS
-
 from .data.sample import Sample
 from .policies.baselines import DescriptionSelector, RandomSelector, all_subsets
-from .scoring import is_correct
+from .reasoners.base import Reply
+from .scoring import is_correct, official_correct
 
 Subset = tuple[str, ...]
+METHODS = ("no_tool", "random", "all_tools", "tools_desc", "single", "oracle_single", "oracle_subsets", "policy")
+
+
+def check_methods(methods, tool_ids) -> None:
+    """Refuse unknown method names (``single:<tool>`` must name an enabled tool)."""
+    for name in methods:
+        if name in METHODS:
+            continue
+        if name.startswith("single:") and name.split(":", 1)[1] in tool_ids:
+            continue
+        raise ValueError(f"eval.methods: unknown method {name!r}; known: {', '.join(METHODS)}, single:<enabled tool>")
 
 
 @dataclass
@@ -27,42 +41,90 @@ class MethodResult:
     subsets: list[Subset]
     predictions: list[str | None]
     correct: list[bool]
+    errors: list[str | None]
 
 
-def ask(reasoner, samples: list[Sample], records: dict[str, dict], subsets: list[Subset | None]) -> list[str | None]:
-    """Reasoner replies for each sample with its subset's records (None: the no-tool prompt)."""
-    requests = [(s, None if sub is None else [records[s.id][t] for t in sub]) for s, sub in zip(samples, subsets)]
-    return reasoner.answer_many(requests)
+def ask(reasoner, samples: list[Sample], records: dict[str, dict], subsets: list[Subset | None]) -> list[Reply]:
+    """Replies for each sample with its subset's records (None: the no-tool prompt); an unscorable
+    row is answered here, as an error, without calling anything."""
+    requests, where = [], []
+    replies: list[Reply | None] = [None] * len(samples)
+    for i, (sample, subset) in enumerate(zip(samples, subsets)):
+        if sample.meta.get("unscorable"):
+            replies[i] = Reply(None, f"unscorable row: {sample.meta['unscorable']}")
+            continue
+        requests.append((sample, None if subset is None else [records[sample.id][t] for t in subset]))
+        where.append(i)
+    for i, reply in zip(where, reasoner.ask(requests) if requests else []):
+        replies[i] = reply
+    return replies
 
 
 def run_method(reasoner, samples, records, subsets: list[Subset]) -> MethodResult:
-    predictions = ask(reasoner, samples, records, [sub if sub else None for sub in subsets])
-    return MethodResult(list(subsets), predictions, [is_correct(s, p) for s, p in zip(samples, predictions)])
+    replies = ask(reasoner, samples, records, [sub if sub else None for sub in subsets])
+    return MethodResult(list(subsets), [r.text for r in replies], [is_correct(s, r.text) for s, r in zip(samples, replies)],
+                        [r.error for r in replies])
 
 
 def oracle(reasoner, samples, records, candidates: list[Subset]) -> MethodResult:
     """Per sample, the smallest candidate subset whose answer is right (or the first, if none is)."""
     per_candidate = {c: run_method(reasoner, samples, records, [c] * len(samples)) for c in candidates}
-    subsets, predictions, correct = [], [], []
+    subsets, predictions, correct, errors = [], [], [], []
     for i in range(len(samples)):
         right = [c for c in candidates if per_candidate[c].correct[i]]
         chosen = min(right, key=len) if right else candidates[0]
         subsets.append(chosen)
         predictions.append(per_candidate[chosen].predictions[i])
         correct.append(bool(right))
-    return MethodResult(subsets, predictions, correct)
+        errors.append(per_candidate[chosen].errors[i])
+    return MethodResult(subsets, predictions, correct, errors)
 
 
-def summarise(samples: list[Sample], result: MethodResult) -> dict:
-    by_domain: dict[str, list[bool]] = defaultdict(list)
+def _rates(samples, result: MethodResult, key: Callable) -> dict:
+    groups: dict[str, list[bool]] = defaultdict(list)
     for sample, ok in zip(samples, result.correct):
-        by_domain[sample.domain or "all"].append(ok)
-    calls = Counter(t for sub in result.subsets for t in sub)
+        value = key(sample)
+        if value:
+            groups[str(value)].append(ok)
+    return {k: {"accuracy": sum(v) / len(v), "n": len(v)} for k, v in sorted(groups.items())}
+
+
+def summarise(samples: list[Sample], result: MethodResult, tool_ids) -> dict:
     n = len(samples)
-    return {"accuracy": sum(result.correct) / n if n else 0.0,
-            "by_domain": {d: sum(v) / len(v) for d, v in sorted(by_domain.items())},
+    official = [official_correct(s, p) for s, p in zip(samples, result.predictions)]
+    scored = [x for x in official if x is not None]
+    calls = Counter(t for sub in result.subsets for t in sub)
+    return {"accuracy": sum(result.correct) / n if n else 0.0, "n": n,
+            "official": {"accuracy": sum(scored) / len(scored) if scored else 0.0, "n": len(scored),
+                         "skipped": n - len(scored)},
+            "errors": sum(e is not None for e in result.errors),
+            "by_domain": {d: v["accuracy"] for d, v in _rates(samples, result, lambda s: s.domain or "all").items()},
+            "by_category": _rates(samples, result, lambda s: s.category),
+            "by_subcategory": _rates(samples, result, lambda s: s.meta.get("sub-category")),
             "avg_tools": sum(len(s) for s in result.subsets) / n if n else 0.0,
-            "tool_calls": {t: calls.get(t, 0) for t in TOOL_IDS}, "n": n}
+            "tool_calls": {t: calls.get(t, 0) for t in tool_ids}}
+
+
+def selection_quality(samples: list[Sample], subsets: list[Subset]) -> dict | None:
+    """Against what the generator knows (``meta.tools``, the tools that reveal each answer): tool
+    precision and recall per question kind, and the share of items answerable by hearing alone
+    (``meta.tools == []``) on which nothing was called.  None for datasets without that knowledge."""
+    known = [(s, set(z)) for s, z in zip(samples, subsets) if isinstance(s.meta.get("tools"), list)]
+    if not known:
+        return None
+    per_kind: dict[str, list] = defaultdict(lambda: [0, 0, 0])  # true positives, called, needed
+    for sample, called in known:
+        needed = set(sample.meta["tools"])
+        counts = per_kind[sample.category]
+        counts[0] += len(called & needed)
+        counts[1] += len(called)
+        counts[2] += len(needed)
+    hearing = [not called for s, called in known if not s.meta["tools"]]
+    return {"per_kind": {k: {"precision": tp / c if c else None, "recall": tp / nd if nd else None}
+                         for k, (tp, c, nd) in sorted(per_kind.items())},
+            "precision": sum(v[0] for v in per_kind.values()) / max(sum(v[1] for v in per_kind.values()), 1),
+            "recall": sum(v[0] for v in per_kind.values()) / max(sum(v[2] for v in per_kind.values()), 1),
+            "no_call_share_on_hearing_items": sum(hearing) / len(hearing) if hearing else None}
 
 
 def versus(reference: MethodResult, other: MethodResult) -> dict:
@@ -72,62 +134,82 @@ def versus(reference: MethodResult, other: MethodResult) -> dict:
             "both_correct": pairs[(True, True)], "both_wrong": pairs[(False, False)]}
 
 
-def evaluate(samples: list[Sample], records: dict[str, dict], reasoner, methods: list[str],
+def evaluate(samples: list[Sample], records: dict[str, dict], reasoner, methods: list[str], tool_ids,
              policy_select: Callable[[list[Sample]], list[Subset]] | None = None, random_seed: int = 0,
-             desc_margin: float = 0.05, desc_floor: float = 0.15, progress: bool = False) -> tuple[dict, dict[str, MethodResult]]:
+             desc_margin: float = 0.05, desc_floor: float = 0.15, oracle_max_size: int | None = None,
+             progress: bool = False) -> tuple[dict, dict[str, MethodResult]]:
     """Run ``methods`` and return (the ``methods`` block of metrics.json, raw results by name)."""
     from .progress import progress as tqdm
 
+    tool_ids = tuple(tool_ids)
+    check_methods(methods, tool_ids)
     plan: list[tuple[str, Callable[[], MethodResult]]] = []
     wanted = set(methods)
     fixed = lambda sub: lambda: run_method(reasoner, samples, records, [sub] * len(samples))  # noqa: E731
     if "no_tool" in wanted or "policy" in wanted:
         plan.append(("no_tool", fixed(())))
     if "random" in wanted:
-        selector = RandomSelector(random_seed)
+        selector = RandomSelector(tool_ids, random_seed)
         plan.append(("random", lambda: run_method(reasoner, samples, records, [selector.select(s) for s in samples])))
     if "all_tools" in wanted:
-        plan.append(("all_tools", fixed(tuple(TOOL_IDS))))
+        plan.append(("all_tools", fixed(tool_ids)))
     if "tools_desc" in wanted:
         def tools_desc():
-            selector = DescriptionSelector(desc_margin, desc_floor)
+            selector = DescriptionSelector(tool_ids, desc_margin, desc_floor)
             return run_method(reasoner, samples, records, [selector.select(s) for s in samples])
         plan.append(("tools_desc", tools_desc))
-    if "single" in wanted:
-        plan += [(f"single:{t}", fixed((t,))) for t in TOOL_IDS]
+    singles = tool_ids if "single" in wanted else tuple(t for t in tool_ids if f"single:{t}" in wanted)
+    plan += [(f"single:{t}", fixed((t,))) for t in singles]
     if "oracle_single" in wanted:
-        plan.append(("oracle_single", lambda: oracle(reasoner, samples, records, [(t,) for t in TOOL_IDS])))
+        plan.append(("oracle_single", lambda: oracle(reasoner, samples, records, [(t,) for t in tool_ids])))
     if "oracle_subsets" in wanted:
-        plan.append(("oracle_subsets", lambda: oracle(reasoner, samples, records, all_subsets())))
+        plan.append(("oracle_subsets", lambda: oracle(reasoner, samples, records, all_subsets(tool_ids, oracle_max_size))))
     if "policy" in wanted and policy_select is not None:
         plan.append(("policy", lambda: run_method(reasoner, samples, records, policy_select(samples))))
     results: dict[str, MethodResult] = {}
     for name, run in tqdm(plan, desc="evaluate", unit="method", disable=not progress):
         results[name] = run()
-    block = {name: summarise(samples, r) for name, r in results.items()}
-    if "no_tool" in results:
-        for name, r in results.items():
-            if name != "no_tool":
-                block[name]["vs_no_tool"] = versus(results["no_tool"], r)
+    block = {name: summarise(samples, r, tool_ids) for name, r in results.items()}
+    for name, r in results.items():
+        quality = selection_quality(samples, r.subsets) if name in ("random", "tools_desc", "policy", "oracle_subsets") else None
+        if quality:
+            block[name]["selection"] = quality
+        if name != "no_tool" and "no_tool" in results:
+            block[name]["vs_no_tool"] = versus(results["no_tool"], r)
     return block, results
 
 
+def tool_error_counts(samples: list[Sample], records: dict[str, dict]) -> dict[str, int]:
+    """Error records per tool over the scorable rows (a clip no tool could read counts for each tool)."""
+    counts: Counter = Counter()
+    for sample in samples:
+        if not sample.meta.get("unscorable"):
+            counts.update(t for t, r in records.get(sample.id, {}).items() if "error" in r)
+    return dict(sorted(counts.items()))
+
+
 def write_outputs(out_dir: str | Path, dataset: str, reasoner_name: str, samples: list[Sample], block: dict,
-                  results: dict[str, MethodResult], plots: bool = True, extra: dict | None = None) -> dict:
+                  results: dict[str, MethodResult], tool_ids, plots: bool = True, extra: dict | None = None) -> dict:
     """Write metrics.json, predictions.jsonl, report.md and the plots; return the metrics."""
     from .report import markdown_report, plot_accuracy, plot_tool_calls
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    metrics = {"dataset": dataset, "reasoner": reasoner_name, "n": len(samples), "methods": block, **(extra or {})}
+    metrics = {"dataset": dataset, "reasoner": reasoner_name, "n": len(samples), "tools": list(tool_ids),
+               "unscorable": [{"id": s.id, "row": s.meta.get("row"), "reason": s.meta["unscorable"]}
+                              for s in samples if s.meta.get("unscorable")],
+               "methods": block, **(extra or {})}
     tmp = out / "metrics.json.tmp"
     tmp.write_text(json.dumps(metrics, indent=2))
     tmp.replace(out / "metrics.json")
     with open(out / "predictions.jsonl", "w") as handle:
         for name, r in results.items():
-            for s, sub, pred, ok in zip(samples, r.subsets, r.predictions, r.correct):
-                handle.write(json.dumps({"id": s.id, "method": name, "domain": s.domain, "category": s.category,
-                                         "tools": list(sub), "prediction": pred, "answer": s.answer, "correct": ok}) + "\n")
+            for s, sub, pred, ok, err in zip(samples, r.subsets, r.predictions, r.correct, r.errors):
+                row = {"id": s.id, "method": name, "domain": s.domain, "category": s.category, "tools": list(sub),
+                       "prediction": pred, "answer": s.answer, "correct": ok}
+                if err:
+                    row["error"] = err
+                handle.write(json.dumps(row) + "\n")
     (out / "report.md").write_text(markdown_report(metrics))
     if plots:
         plot_accuracy(metrics, out / "accuracy.png")

@@ -1,13 +1,22 @@
 """The GRPO objective, written once, named after the paper's equations.
 
-For a group of G tool subsets z_1..z_G sampled for one query from π_old:
+For a group of G tool subsets z_1..z_G sampled for one query from π_old, with rewards r_i:
 
-* advantage (Eq. 3):  A_i = (r_i − mean(r)) / (std(r) + ε); a group whose rewards are all equal
-  carries no signal, and its advantages are exactly 0.
+* advantage, three readings of the paper (``grpo.advantage``):
+
+  - ``group`` (Eq. 2/3): A_i = (r_i − mean_group(r)) / (std_group(r) + ε).  The differential reward
+    is the binary one minus 1[y_base = y*], a constant within a group, so under this estimator the
+    two rewards give *identical* advantages (tested);
+  - ``reward`` (Algorithm 1, line 11): A_i = r_i.  The differential reward is its own baseline:
+    on a query the reasoner already answers, a subset that keeps it right gets 0 and one that
+    breaks it gets −1, where the binary reward gives +1 and 0;
+  - ``batch``: (r_i − mean_batch(r)) / (std_batch(r) + ε), over every completion of the step.
+
 * clipped surrogate (Eq. 4): min(ρ_i A_i, clip(ρ_i, 1−ε_c, 1+ε_c) A_i), ρ_i = π_θ(z_i)/π_old(z_i).
-* KL to the reference (Eq. 5), the unbiased k3 estimator: π_ref/π_θ − log(π_ref/π_θ) − 1.
+* KL to the reference (Eq. 5), the k3 estimator: π_ref/π_θ − log(π_ref/π_θ) − 1.
 
-Loss = −mean_i [surrogate_i − β · KL_i].
+Loss = −mean_i [surrogate_i − β · KL_i].  The router's action is one subset, so this is TRL's
+``grpo`` loss with a single "token"; the LM policy gets ``grpo.loss_type`` (default ``grpo``).
 """
 from __future__ import annotations
 
@@ -15,34 +24,80 @@ from dataclasses import dataclass
 
 import torch
 
+ADVANTAGES = ("group", "reward", "batch")
+LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo")
+
 
 @dataclass
 class GRPOConfig:
-    group_size: int = 6  # G
+    group_size: int = 6
+    """G: tool subsets sampled per query."""
     temperature: float = 1.0
+    """Sampling temperature of the policy."""
     clip_epsilon: float = 0.2
-    beta: float = 0.04  # KL weight
-    learning_rate: float = 3e-3  # router default; the LM policy's is 1e-6 (paper)
-    batch_size: int = 16  # queries per step
+    """ε of the clipped ratio (Eq. 4)."""
+    beta: float = 0.04
+    """Weight of the KL penalty to the reference policy (Eq. 5)."""
+    learning_rate: float = 3e-3
+    """Router learning rate (the LM policy's is policy.lm.learning_rate, 1e-6 in the paper)."""
+    batch_size: int = 16
+    """Queries per step (B)."""
     steps: int = 150
-    inner_epochs: int = 2  # optimisation passes over each batch (μ)
+    """Optimiser steps."""
+    inner_epochs: int = 2
+    """Optimisation passes over each batch (μ)."""
     max_grad_norm: float = 1.0
+    """Gradient clipping."""
     weight_decay: float = 0.0
+    """AdamW weight decay."""
     advantage_epsilon: float = 1e-4
+    """ε added to the std in the normalised estimators."""
+    advantage: str = "reward"
+    """Advantage estimator: group (Eq. 2), reward (Algorithm 1: A = r) or batch; see the module docstring."""
+    loss_type: str = "grpo"
+    """The LM policy's TRL loss: grpo (the paper's, per-sequence mean), dapo, dr_grpo or bnpo."""
 
     def __post_init__(self):
         if self.group_size < 2:
             raise ValueError(f"grpo.group_size must be >= 2 (group-relative advantages), got {self.group_size}")
         if self.temperature <= 0:
             raise ValueError(f"grpo.temperature must be > 0, got {self.temperature}")
+        for name in ("batch_size", "steps", "inner_epochs"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"grpo.{name} must be >= 1, got {getattr(self, name)}")
+        if self.learning_rate <= 0 or self.clip_epsilon <= 0 or self.beta < 0:
+            raise ValueError("grpo.learning_rate and grpo.clip_epsilon must be > 0, grpo.beta >= 0")
+        if self.advantage not in ADVANTAGES:
+            raise ValueError(f"grpo.advantage must be one of {list(ADVANTAGES)}, got {self.advantage!r}")
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"grpo.loss_type must be one of {list(LOSS_TYPES)}, got {self.loss_type!r}")
 
 
 def group_advantages(rewards: torch.Tensor, epsilon: float = 1e-4) -> torch.Tensor:
-    """Eq. 3 on a ``[B, G]`` reward tensor; zero-variance groups give zeros, not NaN."""
+    """Eq. 2 on a ``[B, G]`` reward tensor; zero-variance groups give zeros, not NaN."""
     mean = rewards.mean(dim=1, keepdim=True)
     std = rewards.std(dim=1, keepdim=True, unbiased=False)
     advantages = (rewards - mean) / (std + epsilon)
     return torch.where(std > 0, advantages, torch.zeros_like(advantages))
+
+
+def batch_advantages(rewards: torch.Tensor, epsilon: float = 1e-4) -> torch.Tensor:
+    """Mean and std over every completion of the batch; an all-equal batch gives zeros."""
+    std = rewards.std(unbiased=False)
+    if std == 0:
+        return torch.zeros_like(rewards)
+    return (rewards - rewards.mean()) / (std + epsilon)
+
+
+def advantages(rewards: torch.Tensor, kind: str, epsilon: float = 1e-4) -> torch.Tensor:
+    """The advantage of each of ``[B, G]`` rewards under estimator ``kind`` (group | reward | batch)."""
+    if kind == "group":
+        return group_advantages(rewards, epsilon)
+    if kind == "reward":
+        return rewards.clone()
+    if kind == "batch":
+        return batch_advantages(rewards, epsilon)
+    raise ValueError(f"unknown advantage estimator {kind!r}; choose one of {list(ADVANTAGES)}")
 
 
 def clipped_surrogate(logp_new: torch.Tensor, logp_old: torch.Tensor, advantages: torch.Tensor,

@@ -1,47 +1,87 @@
-"""Human-readable outputs: the paper's Table 2 layout in Markdown, the Improved/Degraded
-breakdown, accuracy per method (Figure 2), the tool-call distribution, and reward and tool calls
-over training (Figure 4)."""
+"""Human-readable outputs: the paper's Table 2 layout in Markdown (with the official figure beside
+ours), breakdowns by category and sub-category (MMAU) or modality (MMAR), the Improved/Degraded
+breakdown, selection quality against the generator's knowledge, accuracy per method (Figure 2),
+the tool-call distribution, and reward and tool calls over training (Figure 4)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
-
-from tools import TOOL_IDS, get_tool
 
 LABELS = {"no_tool": "No-Tool", "random": "Random Selection", "all_tools": "All-Tools",
           "tools_desc": "Tools-with-Descriptions", "oracle_single": "Oracle (single tool)",
           "oracle_subsets": "Oracle (all subsets)", "policy": "AuTAgent (trained policy)"}
 
 
+def tool_label(tool: str) -> str:
+    from tools.registry import get_tool
+
+    try:
+        return get_tool(tool).label
+    except KeyError:
+        return tool
+
+
 def label(name: str) -> str:
     if name.startswith("single:"):
-        tool = name.split(":", 1)[1]
-        return f"T{get_tool(tool).index + 1} {tool}"
+        return tool_label(name.split(":", 1)[1])
     return LABELS.get(name, name)
+
+
+def _pct(x) -> str:
+    return "–" if x is None else f"{100 * x:.1f}"
+
+
+def _breakdown(methods: dict, field: str, title: str) -> list[str]:
+    keys = sorted({k for m in methods.values() for k in m.get(field, {})})
+    if len(keys) < 2:
+        return []
+    lines = ["", f"## By {title}", "", "| " + title + " | n | " + " | ".join(label(m) for m in methods) + " |",
+             "|---|---|" + "---|" * len(methods)]
+    for key in keys:
+        n = next(m[field][key]["n"] for m in methods.values() if key in m.get(field, {}))
+        cells = [_pct(m.get(field, {}).get(key, {}).get("accuracy")) for m in methods.values()]
+        lines.append(f"| {key} | {n} | " + " | ".join(cells) + " |")
+    return lines
 
 
 def markdown_report(metrics: dict) -> str:
     methods = metrics["methods"]
+    tools = metrics.get("tools") or sorted({t for m in methods.values() for t in m["tool_calls"]})
     domains = sorted({d for m in methods.values() for d in m["by_domain"]})
-    head = ["Method", *[d.capitalize() for d in domains], "Avg", "Avg tools"]
+    head = ["Method", *[d.capitalize() for d in domains], "Avg", "Official", "Errors", "Avg tools"]
     lines = [f"# {metrics['dataset']}: reasoner {metrics['reasoner']} (n = {metrics['n']})", "",
+             "Avg counts every row (unscorable rows, failed calls and missing replies are wrong); Official is the "
+             "published scripts' figure (missing predictions skipped).", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for name, m in methods.items():
-        cells = [label(name)] + [f"{100 * m['by_domain'].get(d, float('nan')):.1f}" for d in domains]
-        cells += [f"**{100 * m['accuracy']:.1f}**", f"{m['avg_tools']:.2f}"]
+        cells = [label(name)] + [_pct(m["by_domain"].get(d)) for d in domains]
+        cells += [f"**{_pct(m['accuracy'])}**", _pct(m["official"]["accuracy"]), str(m["errors"]), f"{m['avg_tools']:.2f}"]
         lines.append("| " + " | ".join(cells) + " |")
     none, best = methods.get("no_tool"), methods.get("oracle_subsets")
     if none and best and "policy" in methods and best["accuracy"] > none["accuracy"]:
         share = (methods["policy"]["accuracy"] - none["accuracy"]) / (best["accuracy"] - none["accuracy"])
         lines += ["", f"Share of the No-Tool → Oracle (all subsets) gap closed by the policy: **{100 * share:.1f} %**"]
+    if metrics.get("unscorable"):
+        lines += ["", f"{len(metrics['unscorable'])} unscorable rows (counted wrong): "
+                  + "; ".join(f"row {u['row']} ({u['id']}): {u['reason']}" for u in metrics["unscorable"][:10])]
+    if metrics.get("tool_errors"):
+        lines += ["", "Tool error records: " + ", ".join(f"{t} {c}" for t, c in metrics["tool_errors"].items())]
+    lines += _breakdown(methods, "by_category", "category") + _breakdown(methods, "by_subcategory", "sub-category")
     lines += ["", "## Against No-Tool", "", "| Method | Improved | Degraded | Both correct | Both wrong |", "|---|---|---|---|---|"]
     for name, m in methods.items():
         if "vs_no_tool" in m:
             v = m["vs_no_tool"]
             lines.append(f"| {label(name)} | {v['improved']} | {v['degraded']} | {v['both_correct']} | {v['both_wrong']} |")
-    lines += ["", "## Tool calls", "", "| Method | " + " | ".join(TOOL_IDS) + " |", "|---|" + "---|" * len(TOOL_IDS)]
+    lines += ["", "## Tool calls", "", "| Method | " + " | ".join(tools) + " |", "|---|" + "---|" * len(tools)]
     for name, m in methods.items():
-        lines.append(f"| {label(name)} | " + " | ".join(str(m["tool_calls"].get(t, 0)) for t in TOOL_IDS) + " |")
+        lines.append(f"| {label(name)} | " + " | ".join(str(m["tool_calls"].get(t, 0)) for t in tools) + " |")
+    selection = {name: m["selection"] for name, m in methods.items() if m.get("selection")}
+    if selection:
+        lines += ["", "## Selection against the generator's knowledge (meta.tools)", "",
+                  "| Method | precision | recall | no call on hearing-answerable items |", "|---|---|---|---|"]
+        for name, s in selection.items():
+            lines.append(f"| {label(name)} | {_pct(s['precision'])} | {_pct(s['recall'])} | "
+                         f"{_pct(s['no_call_share_on_hearing_items'])} |")
     return "\n".join(lines) + "\n"
 
 
@@ -73,14 +113,15 @@ def plot_accuracy(metrics: dict, path: Path) -> None:
 
 def plot_tool_calls(metrics: dict, path: Path) -> None:
     plt = _pyplot()
+    tools = metrics.get("tools") or []
     names = [n for n in ("random", "all_tools", "tools_desc", "oracle_subsets", "policy") if n in metrics["methods"]]
     fig, ax = plt.subplots(figsize=(7, 4))
     width = 0.8 / max(len(names), 1)
     for k, name in enumerate(names):
         calls = metrics["methods"][name]["tool_calls"]
-        ax.bar([i + k * width for i in range(len(TOOL_IDS))], [calls[t] for t in TOOL_IDS], width, label=label(name))
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(TOOL_IDS))], [f"T{i + 1} {t}" for i, t in enumerate(TOOL_IDS)],
-                  rotation=30, ha="right", fontsize=8)
+        ax.bar([i + k * width for i in range(len(tools))], [calls.get(t, 0) for t in tools], width, label=label(name))
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(tools))], [tool_label(t) for t in tools], rotation=30,
+                  ha="right", fontsize=8)
     ax.set_ylabel("calls")
     ax.legend(fontsize=7)
     fig.tight_layout()
@@ -88,7 +129,7 @@ def plot_tool_calls(metrics: dict, path: Path) -> None:
     plt.close(fig)
 
 
-def plot_training(log: Path, path: Path) -> None:
+def plot_training(log: Path, path: Path, tools) -> None:
     """Reward and tool-call distribution over training (the paper's Figure 4)."""
     if not log.exists():
         return
@@ -103,8 +144,8 @@ def plot_training(log: Path, path: Path) -> None:
     if dev:
         top.plot(*zip(*dev), marker="o", label="dev accuracy")
     top.legend(fontsize=8)
-    for tool in TOOL_IDS:
-        bottom.plot(steps, [r[f"tool_share/{tool}"] for r in rows], label=tool)
+    for tool in tools:
+        bottom.plot(steps, [r.get(f"tool_share/{tool}", 0.0) for r in rows], label=tool)
     bottom.set_xlabel("step")
     bottom.set_ylabel("share of sampled subsets calling the tool")
     bottom.legend(fontsize=7, ncol=3)

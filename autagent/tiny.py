@@ -68,12 +68,15 @@ def build_tiny_chat_tokenizer(corpus: list[str], vocab_size: int = 400):
 
 
 def tiny_corpus() -> list[str]:
-    from .data.embedded import KEYWORDS, SENTENCES
+    """Text the tiny tokenizer is trained on: the prompts, digits, answer tags and some common words."""
+    from .policies.lm.prompt import AGENT_PROMPT
     from .reasoners.prompts import BASELINE, WITH_TOOLS
 
     digits = " ".join(str(i) for i in range(200))
-    return [BASELINE, WITH_TOOLS, digits, "<answer>1,2</answer> <answer></answer> type1 type2 type3 type4 type5 type6",
-            "C major A minor F major G major BPM Hz seconds speech music", *SENTENCES, " ".join(KEYWORDS)] * 4
+    words = ("the a of to and is in that it was for on are with as this be at by from or what which how many "
+             "speech music sound voice chord tempo pitch note second seconds BPM Hz major minor speaker people")
+    return [BASELINE, WITH_TOOLS, AGENT_PROMPT, digits, words,
+            "<answer>1,2</answer> <answer></answer> type1 type2 type3 type4 type5 type6 type7"] * 4
 
 
 def build_tiny_qwen2_audio(directory: Path, seed: int = 0) -> Path:
@@ -136,4 +139,53 @@ def build_tiny_emotion2vec(directory: Path, seed: int = 0) -> Path:
     (directory / "tokens.txt").write_text("\n".join(EMOTION2VEC_LABELS) + "\n")
     model = Emotion2vec(model_conf=model_conf, vocab_size=len(EMOTION2VEC_LABELS))
     torch.save(model.state_dict(), directory / "model.pt")  # funasr's own checkpoint format (a test fixture only)
+    return directory
+
+
+def build_tiny_pyannote(directory: Path, seed: int = 0) -> Path:
+    """A speaker-diarization pipeline in the layout of ``pyannote/speaker-diarization-community-1``
+    (``config.yaml``; a PyanNet powerset segmentation model, an x-vector embedding, a PLDA and VBx
+    clustering), built from pyannote's own model classes with tiny random weights."""
+    import lightning
+    import numpy as np
+    import torch
+    import yaml
+    from pyannote.audio.core.task import Problem, Resolution, Specifications
+    from pyannote.audio.models.embedding import XVectorMFCC
+    from pyannote.audio.models.segmentation import PyanNet
+
+    torch.manual_seed(seed)
+    directory = Path(directory)
+    for sub in ("segmentation", "embedding", "plda"):
+        (directory / sub).mkdir(parents=True, exist_ok=True)
+
+    def save(model, path: Path) -> None:  # the Lightning checkpoint layout Model.from_pretrained reads
+        checkpoint = {"state_dict": model.state_dict(), "hyper_parameters": dict(model.hparams),
+                      "pytorch-lightning_version": lightning.__version__}
+        model.on_save_checkpoint(checkpoint)
+        torch.save(checkpoint, path)
+
+    segmentation = PyanNet(sincnet={"stride": 10}, lstm={"hidden_size": 16, "num_layers": 1, "bidirectional": True,
+                                                         "monolithic": True, "dropout": 0.0},
+                           linear={"hidden_size": 16, "num_layers": 1}, sample_rate=16000, num_channels=1)
+    segmentation.specifications = Specifications(problem=Problem.MONO_LABEL_CLASSIFICATION, resolution=Resolution.FRAME,
+                                                 duration=5.0, classes=["speaker#1", "speaker#2", "speaker#3"],
+                                                 powerset_max_classes=2, permutation_invariant=True)
+    segmentation.build()
+    save(segmentation, directory / "segmentation" / "pytorch_model.bin")
+    embedding = XVectorMFCC(sample_rate=16000, num_channels=1, dimension=16)
+    embedding.specifications = Specifications(problem=Problem.REPRESENTATION, resolution=Resolution.CHUNK, duration=3.0)
+    embedding.build()
+    save(embedding, directory / "embedding" / "pytorch_model.bin")
+    rng = np.random.default_rng(seed)
+    np.savez(directory / "plda" / "xvec_transform.npz", mean1=rng.standard_normal(16).astype(np.float32) * 0.01,
+             mean2=rng.standard_normal(8).astype(np.float32) * 0.01, lda=rng.standard_normal((16, 8)).astype(np.float32))
+    np.savez(directory / "plda" / "plda.npz", mu=np.zeros(8, np.float32), tr=np.eye(8, dtype=np.float32),
+             psi=np.linspace(2.0, 0.5, 8).astype(np.float32))
+    config = {"version": "4.0.0", "pipeline": {"name": "pyannote.audio.pipelines.SpeakerDiarization", "params": {
+        "segmentation": str(directory / "segmentation" / "pytorch_model.bin"),
+        "embedding": str(directory / "embedding" / "pytorch_model.bin"), "clustering": "VBxClustering",
+        "plda": str(directory / "plda")}},
+        "params": {"segmentation": {"min_duration_off": 0.0}, "clustering": {"threshold": 0.6, "Fa": 0.07, "Fb": 0.8}}}
+    (directory / "config.yaml").write_text(yaml.safe_dump(config))
     return directory

@@ -5,7 +5,8 @@ Per step, for a batch of B queries:
   2. G tool subsets per query sampled from π_old (temperature T);
   3. the reasoner answers with each subset's cached tool records; a subset drawn twice in a
      group, or already asked in an earlier step, is not asked again;
-  4. rewards (differential or binary, TRL signature), group-normalised advantages;
+  4. rewards (differential or binary, TRL signature), advantages (``grpo.advantage``: the group
+     normalisation of Eq. 2, Algorithm 1's A = r, or batch normalisation);
   5. ``inner_epochs`` passes of the clipped objective with a KL penalty to the frozen reference.
 
 A checkpoint after every ``checkpoint_every`` steps holds the policy, the optimiser state and the
@@ -25,10 +26,8 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from rewards import get_reward
-from tools import TOOL_IDS
-
 from .data.sample import Sample
-from .grpo import GRPOConfig, group_advantages, grpo_loss
+from .grpo import GRPOConfig, advantages, grpo_loss
 from .policies.router import Router, subset_ids
 from .scoring import is_correct
 
@@ -46,7 +45,7 @@ class TrainCounters:
 
 class RouterTrainer:
     def __init__(self, policy: Router, features: torch.Tensor, samples: list[Sample], records: dict[str, dict],
-                 reasoner, grpo: GRPOConfig, reward_kind: str = "differential", tool_cost: float = 0.0,
+                 reasoner, grpo: GRPOConfig, tool_ids, reward_kind: str = "differential", tool_cost: float = 0.0,
                  run_dir: str | Path | None = None, seed: int = 0, checkpoint_every: int = 1,
                  dev: tuple[torch.Tensor, list[Sample]] | None = None, eval_every: int = 25, logger=None,
                  progress: bool = False):
@@ -54,8 +53,9 @@ class RouterTrainer:
             raise ValueError(f"{len(samples)} samples but {features.shape[0]} feature rows")
         self.policy, self.features, self.samples, self.records = policy, features, samples, records
         self.reasoner, self.cfg, self.seed = reasoner, grpo, seed
+        self.tool_ids = tuple(tool_ids)
         self.reward_fn = get_reward(reward_kind, tool_cost)
-        self.reference = Router(features.shape[1], policy.config)
+        self.reference = Router(features.shape[1], policy.config, len(self.tool_ids))
         self.reference.load_state_dict(policy.state_dict())
         self.reference.requires_grad_(False)
         self.optimizer = torch.optim.AdamW(policy.parameters(), lr=grpo.learning_rate, weight_decay=grpo.weight_decay)
@@ -109,7 +109,7 @@ class RouterTrainer:
         feats = self.features[index]
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.step)
         draws = self.policy.sample(feats, cfg.group_size, generator, cfg.temperature)  # [B, G, T]
-        subsets = [[subset_ids(row) for row in group] for group in draws]
+        subsets = [[subset_ids(row, self.tool_ids) for row in group] for group in draws]
         predictions = self.answers_for(batch, subsets)
         flat = [(s, z, p) for s, group, preds in zip(batch, subsets, predictions) for z, p in zip(group, preds)]
         rewards = self.reward_fn(
@@ -118,13 +118,13 @@ class RouterTrainer:
             answer=[s.answer for s, _, _ in flat], choices=[s.choices for s, _, _ in flat],
             num_tools=[len(z) for _, z, _ in flat])
         reward_matrix = torch.tensor(rewards, dtype=torch.float32).view(len(batch), cfg.group_size)
-        advantages = group_advantages(reward_matrix, cfg.advantage_epsilon)
+        advantage = advantages(reward_matrix, cfg.advantage, cfg.advantage_epsilon)
         with torch.no_grad():
             logp_old = self.policy.log_prob(feats, draws, cfg.temperature)
             logp_ref = self.reference.log_prob(feats, draws, cfg.temperature)
         for _ in range(cfg.inner_epochs):
             logp_new = self.policy.log_prob(feats, draws, cfg.temperature)
-            loss, stats = grpo_loss(logp_new, logp_old, logp_ref, advantages, cfg.clip_epsilon, cfg.beta)
+            loss, stats = grpo_loss(logp_new, logp_old, logp_ref, advantage, cfg.clip_epsilon, cfg.beta)
             self.optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
@@ -140,14 +140,15 @@ class RouterTrainer:
                    "reward_share_zero": float((r == 0).float().mean()), "reward_share_pos": float((r > 0).float().mean()),
                    "accuracy_sampled": float(np.mean([is_correct(s, p) for s, _, p in flat])),
                    "avg_tools": float(draws.sum(-1).mean()), "step_seconds": time.perf_counter() - started,
-                   **{f"tool_share/{t}": float(c) / draws.shape[0] / draws.shape[1] for t, c in zip(TOOL_IDS, calls)}}
+                   **{f"tool_share/{t}": float(c) / draws.shape[0] / draws.shape[1] for t, c in zip(self.tool_ids, calls)}}
         return metrics
 
     def dev_accuracy(self) -> dict:
         from .evaluate import run_method
 
         feats, samples = self.dev
-        result = run_method(self.reasoner, samples, self.records, [subset_ids(row) for row in self.policy.select(feats)])
+        result = run_method(self.reasoner, samples, self.records,
+                            [subset_ids(row, self.tool_ids) for row in self.policy.select(feats)])
         return {"dev_accuracy": float(np.mean(result.correct)),
                 "dev_avg_tools": float(np.mean([len(z) for z in result.subsets]))}
 
@@ -249,3 +250,31 @@ def optimizer_from_tensors(optimizer: torch.optim.Optimizer, tensors: dict, meta
         pid, name = key.split(".", 1)
         state.setdefault(int(pid), {})[name] = value
     optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
+
+
+def train_router(ctx, resume: bool = False) -> tuple[Path, dict]:
+    """The router's step of the shared recipe: features, GRPO (Algorithm 1), plugin export.
+
+    ``ctx`` is the recipe's :class:`autagent.pipeline.RunContext`; returns (plugin folder, summary)."""
+    from .plugin import export_router
+    from .policies.router import Featurizer
+    from .report import plot_training
+
+    config = ctx.config
+    torch.manual_seed(config.seed)
+    featurizer = Featurizer(config.policy.router)
+    features = featurizer.of_samples(ctx.splits.train)
+    dev = (featurizer.of_samples(ctx.splits.dev), ctx.splits.dev) if ctx.splits.dev else None
+    policy = Router(featurizer.dim, config.policy.router, len(ctx.tool_ids))
+    trainer = RouterTrainer(policy, features, ctx.splits.train, ctx.records, ctx.reasoner, config.grpo, ctx.tool_ids,
+                            config.reward.kind, config.reward.tool_cost, ctx.run_dir, config.seed, config.checkpoint_every,
+                            dev, logger=ctx.logger, progress=config.logging.progress)
+    history = trainer.train(resume=resume)
+    counters = trainer.counters
+    summary = {"steps": trainer.step, "reasoner_calls": counters.reasoner_calls,
+               "naive_reasoner_calls": counters.naive_reasoner_calls, "tool_runs": ctx.pool.computed,
+               "naive_tool_runs": counters.naive_tool_runs, "final": history[-1] if history else None}
+    plot_training(ctx.run_dir / "train_log.jsonl", ctx.run_dir / "training.png", ctx.tool_ids)
+    plugin_dir = export_router(ctx.run_dir / "plugin", policy, featurizer, ctx.tool_ids, config.tools.profile,
+                               config.tools.settings, config.tools.max_seconds, ctx.config_dict, {"training": summary})
+    return plugin_dir, summary

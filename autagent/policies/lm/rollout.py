@@ -1,0 +1,116 @@
+"""Audio in and out of generation, and log-probabilities under the answer grammar.
+
+TRL has no audio path: prompts are encoded here with the real Qwen2-Audio processor (chat template,
+audio features, left padding) and completions are sampled with the features; with constrained
+decoding, :func:`masked_logps` scores completions under the very mask sampling applied.
+"""
+from __future__ import annotations
+
+from .config import LMPolicyConfig
+from .prompt import AnswerGrammar
+
+
+def encode_prompts(processor, texts: list[str], audio_paths: list[str], max_seconds: float):
+    """Chat-templated prompts with the clip, through the real Qwen2-Audio processor (left-padded)."""
+    from tools.audio import load_audio
+
+    sr = processor.feature_extractor.sampling_rate
+    processor.tokenizer.padding_side = "left"  # batched generation continues every row from its last prompt token
+    chats = [processor.apply_chat_template([{"role": "user", "content": [{"type": "audio", "audio_url": path},
+                                                                         {"type": "text", "text": text}]}],
+                                           add_generation_prompt=True, tokenize=False) for text, path in zip(texts, audio_paths)]
+    audios = [load_audio(path, sr, max_seconds).samples for path in audio_paths]
+    return processor(text=chats, audio=audios, sampling_rate=sr, return_tensors="pt", padding=True)
+
+
+def generate_selections(model, processor, inputs, config: LMPolicyConfig, num_tools: int, do_sample: bool,
+                        temperature: float = 1.0):
+    """Completion token ids (a list per row, EOS kept, padding dropped) for already-encoded prompts."""
+    import torch
+
+    tokenizer = processor.tokenizer
+    prompt_length = inputs["input_ids"].shape[1]
+    # A sampled <|AUDIO|> would no longer match the clip's features in the log-probability pass.
+    audio_tokens = [processor.audio_token, processor.audio_bos_token, processor.audio_eos_token]
+    kwargs = dict(max_new_tokens=config.max_completion_length, do_sample=do_sample, pad_token_id=tokenizer.pad_token_id,
+                  eos_token_id=tokenizer.eos_token_id, suppress_tokens=tokenizer.convert_tokens_to_ids(audio_tokens))
+    if do_sample:
+        kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
+    if config.constrained_decoding:
+        kwargs["prefix_allowed_tokens_fn"] = AnswerGrammar(tokenizer, prompt_length, num_tools)
+    with torch.no_grad():
+        out = model.generate(**inputs, **kwargs)
+    completions = []
+    for row in out[:, prompt_length:].tolist():
+        ids = []
+        for token in row:
+            if token == tokenizer.pad_token_id and token != tokenizer.eos_token_id:
+                break
+            ids.append(token)
+            if token == tokenizer.eos_token_id:
+                break
+        completions.append(ids)
+    return completions
+
+
+def grammar_allowed(grammar: AnswerGrammar, completions: list[list[int]], length: int):
+    """``([rows, length, K] token ids, [rows, length, K] valid)``: the tokens the grammar allowed at each
+    completion position (K = the most at any position; positions past a row's end allow only EOS)."""
+    import torch
+
+    allowed = [[grammar.allowed(ids[:j]) if j < len(ids) else [grammar.eos] for j in range(length)] for ids in completions]
+    width = max((len(a) for row in allowed for a in row), default=1)
+    index = torch.zeros(len(completions), length, width, dtype=torch.long)
+    valid = torch.zeros(len(completions), length, width, dtype=torch.bool)
+    for r, row in enumerate(allowed):
+        for j, tokens in enumerate(row):
+            index[r, j, : len(tokens)] = torch.tensor(tokens)
+            valid[r, j, : len(tokens)] = True
+    return index, valid
+
+
+def masked_logps(logits, completion_ids, index, valid, temperature: float):
+    """Per-token log π(token) and entropy under the grammar: the softmax over the allowed tokens only,
+    which is the distribution sampling drew from (a disallowed token gets -inf)."""
+    import torch
+
+    scaled = logits.float() / temperature
+    allowed = scaled.gather(-1, index.to(logits.device)).masked_fill(~valid.to(logits.device), float("-inf"))
+    log_z = torch.logsumexp(allowed, dim=-1)
+    is_allowed = ((index.to(logits.device) == completion_ids.unsqueeze(-1)) & valid.to(logits.device)).any(-1)
+    token_logp = torch.where(is_allowed, scaled.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1) - log_z,
+                             torch.full_like(log_z, float("-inf")))
+    logp = allowed - log_z.unsqueeze(-1)
+    entropy = -(logp.exp() * logp.masked_fill(~valid.to(logits.device), 0.0)).sum(-1)
+    return token_logp, entropy
+
+
+def completion_logprob(model, processor, question_prompt: str, audio: str, completion: str, max_seconds: float = 30.0) -> float:
+    """log π(completion | clip, prompt) under ``model``, teacher-forced, EOS included."""
+    import torch
+
+    inputs = encode_prompts(processor, [question_prompt], [audio], max_seconds)
+    target = processor.tokenizer(completion, add_special_tokens=False)["input_ids"] + [processor.tokenizer.eos_token_id]
+    ids = torch.cat([inputs["input_ids"], torch.tensor([target])], dim=1)
+    with torch.no_grad():
+        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), input_features=inputs["input_features"],
+                       feature_attention_mask=inputs["feature_attention_mask"]).logits
+    logp = torch.log_softmax(logits[0, -len(target) - 1:-1].float(), dim=-1)
+    return float(logp.gather(1, torch.tensor(target).unsqueeze(1)).sum())
+
+
+def make_rollout(processor, config: LMPolicyConfig, num_tools: int):
+    """TRL ``rollout_func``: encode prompt + clip, sample one completion per row, stash the features."""
+
+    def rollout(prompts: list[str], trainer) -> dict:
+        inputs = encode_prompts(processor, prompts, trainer._audio_paths, config.audio_max_seconds)
+        inputs = inputs.to(trainer.accelerator.device)
+        unwrapped = trainer.accelerator.unwrap_model(trainer.model)
+        completions = generate_selections(unwrapped, processor, inputs, config, num_tools, do_sample=True,
+                                          temperature=trainer.temperature)
+        mask = inputs["attention_mask"].bool()
+        prompt_ids = [row[m].tolist() for row, m in zip(inputs["input_ids"], mask)]
+        trainer._audio = (inputs["input_features"], inputs["feature_attention_mask"])
+        return {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": None}
+
+    return rollout

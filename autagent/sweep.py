@@ -1,0 +1,129 @@
+"""One command for an ablation: every variant of a base config over several seeds, then mean ± std.
+
+A sweep file (``experiments/sweeps/*.yaml``)::
+
+    base: experiments/embedded_main.yaml     # the run config every variant starts from
+    seeds: [0, 1, 2]
+    output_dir: runs/sweeps/table4
+    variants:                                # name -> dotted overrides
+      differential-group: {reward.kind: differential, grpo.advantage: group}
+      binary-group: {reward.kind: binary, grpo.advantage: group}
+    compare: [[differential-group, binary-group]]   # pairs whose policies are compared seed by seed
+
+Each (variant, seed) is an ordinary run, ``<output_dir>/<variant>-s<seed>/``; finished runs are
+reused with ``--resume``.  ``summary.json`` and ``summary.md`` hold, per variant, the trained
+policy's test accuracy and average tools as mean ± std over seeds (and each seed's value), the
+baselines of the same test split, selection quality, and for each compared pair the share of test
+items on which the two policies, trained from the same seed, choose different tools.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from pathlib import Path
+
+import yaml
+
+from .config import ConfigError, load_config
+
+BASELINES = ("no_tool", "random", "all_tools", "tools_desc", "oracle_single", "oracle_subsets")
+
+
+def read_sweep(path: str | Path) -> dict:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: sweep file not found")
+    spec = yaml.safe_load(path.read_text()) or {}
+    unknown = sorted(set(spec) - {"base", "seeds", "output_dir", "variants", "compare", "set"})
+    if unknown:
+        raise ConfigError(f"{path}: unknown field {unknown[0]}; known: base, seeds, output_dir, variants, compare, set")
+    for key in ("base", "seeds", "variants"):
+        if key not in spec:
+            raise ConfigError(f"{path}: field {key!r} is missing")
+    if not isinstance(spec["seeds"], list) or len(spec["seeds"]) < 1 or not all(isinstance(s, int) for s in spec["seeds"]):
+        raise ConfigError(f"{path}: seeds must be a list of integers")
+    if not isinstance(spec["variants"], dict) or not spec["variants"]:
+        raise ConfigError(f"{path}: variants must map names to overrides")
+    for a, b in spec.get("compare", []):
+        if a not in spec["variants"] or b not in spec["variants"]:
+            raise ConfigError(f"{path}: compare names an unknown variant ({a}, {b})")
+    spec.setdefault("output_dir", f"runs/sweeps/{path.stem}")
+    return spec
+
+
+def _mean_std(values: list[float]) -> dict:
+    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+            "values": values}
+
+
+def _selections(run_dir: Path) -> dict[str, tuple]:
+    rows = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+    return {r["id"]: tuple(r["tools"]) for r in rows if r["method"] == "policy"}
+
+
+def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -> dict:
+    from .pipeline import run_train
+
+    spec = read_sweep(path)
+    out = Path(spec["output_dir"])
+    names = [n for n in spec["variants"] if not only or n in only.split(",")]
+    runs: dict[str, dict[int, dict]] = {}
+    for name in names:
+        for seed in spec["seeds"]:
+            overrides = {**(spec.get("set") or {}), **(spec["variants"][name] or {}), "seed": seed,
+                         "name": f"{name}-s{seed}", "output_dir": str(out)}
+            config = load_config(spec["base"], overrides)
+            done = config.run_dir / "metrics.json"
+            if not (resume and done.exists()):
+                if config.run_dir.exists() and not resume:
+                    raise FileExistsError(f"{config.run_dir} exists: pass --resume to reuse finished runs")
+                run_train(config, resume=resume and (config.run_dir / "checkpoints").exists())
+            runs.setdefault(name, {})[seed] = json.loads(done.read_text())
+    summary = {"sweep": str(path), "seeds": spec["seeds"], "variants": {}, "baselines": {}, "compare": []}
+    for name, by_seed in runs.items():
+        policy = [m["methods"]["policy"] for m in by_seed.values()]
+        summary["variants"][name] = {
+            "overrides": spec["variants"][name], "accuracy": _mean_std([p["accuracy"] for p in policy]),
+            "avg_tools": _mean_std([p["avg_tools"] for p in policy]),
+            "selection_precision": _mean_std([p["selection"]["precision"] for p in policy if p.get("selection")] or [0.0]),
+            "selection_recall": _mean_std([p["selection"]["recall"] for p in policy if p.get("selection")] or [0.0]),
+            "no_call_on_hearing_items": _mean_std([p["selection"]["no_call_share_on_hearing_items"] or 0.0
+                                                   for p in policy if p.get("selection")] or [0.0])}
+        first = next(iter(by_seed.values()))["methods"]
+        for baseline in BASELINES:
+            if baseline in first:
+                summary["baselines"].setdefault(baseline, {"accuracy": first[baseline]["accuracy"],
+                                                           "avg_tools": first[baseline]["avg_tools"]})
+    for a, b in spec.get("compare", []):
+        if a in runs and b in runs:
+            shares = []
+            for seed in spec["seeds"]:
+                left, right = _selections(out / f"{a}-s{seed}"), _selections(out / f"{b}-s{seed}")
+                shares.append(sum(left[k] != right[k] for k in left) / max(len(left), 1))
+            summary["compare"].append({"pair": [a, b], "share_of_items_with_different_selection": _mean_std(shares)})
+    summary["table"] = markdown(summary)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    (out / "summary.md").write_text(summary["table"])
+    return summary
+
+
+def markdown(summary: dict) -> str:
+    def pm(stat, scale=100.0, digits=1):
+        return f"{scale * stat['mean']:.{digits}f} ± {scale * stat['std']:.{digits}f}"
+
+    lines = [f"# {summary['sweep']} (seeds {summary['seeds']}; policy on the test split, mean ± std over seeds)", "",
+             "| variant | accuracy | avg tools | tool precision | tool recall | no call on hearing items | per-seed accuracy |",
+             "|---|---|---|---|---|---|---|"]
+    for name, v in summary["variants"].items():
+        seeds = ", ".join(f"{100 * x:.1f}" for x in v["accuracy"]["values"])
+        lines.append(f"| {name} | {pm(v['accuracy'])} | {pm(v['avg_tools'], 1.0, 2)} | {pm(v['selection_precision'])} | "
+                     f"{pm(v['selection_recall'])} | {pm(v['no_call_on_hearing_items'])} | {seeds} |")
+    if summary["baselines"]:
+        lines += ["", "| baseline (same test split) | accuracy | avg tools |", "|---|---|---|"]
+        lines += [f"| {k} | {100 * b['accuracy']:.1f} | {b['avg_tools']:.2f} |" for k, b in summary["baselines"].items()]
+    if summary["compare"]:
+        lines += ["", "| pair (same seed) | items where the two policies select differently |", "|---|---|"]
+        lines += [f"| {c['pair'][0]} vs {c['pair'][1]} | {pm(c['share_of_items_with_different_selection'])} % |"
+                  for c in summary["compare"]]
+    return "\n".join(lines) + "\n"
