@@ -1,8 +1,13 @@
-"""``autagent`` command line: tools, data, train, eval, select, answer."""
+"""``autagent`` command line: tools, data, train, eval, select, answer, plugin, sweep.
+
+Every error a user can cause (a bad config, dataset, clip, plugin or key) ends in one line
+``autagent: error: ...`` naming the file, row or field, and exit code 2; never a traceback.
+"""
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -10,22 +15,31 @@ from pathlib import Path
 
 def _quiet_environment() -> None:
     for key, value in {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                       "WANDB_MODE": "offline", "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false"}.items():
+                       "WANDB_MODE": "offline", "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false",
+                       "PYANNOTE_METRICS_ENABLED": "0"}.items():
         os.environ.setdefault(key, value)
     import warnings
 
     warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
+    logging.basicConfig(level=logging.INFO, format="autagent: %(message)s", stream=sys.stderr)
+    for noisy in ("httpx", "ray", "urllib3", "filelock", "numba", "matplotlib"):
+        logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
 def _overrides(pairs: list[str] | None) -> dict:
     import yaml
 
+    from .config import ConfigError
+
     result = {}
     for pair in pairs or []:
         if "=" not in pair:
-            raise SystemExit(f"--set expects key=value, got {pair!r}")
+            raise ConfigError(f"--set expects key=value, got {pair!r}")
         key, value = pair.split("=", 1)
-        result[key] = yaml.safe_load(value)
+        try:
+            result[key] = yaml.safe_load(value)
+        except yaml.YAMLError as err:
+            raise ConfigError(f"--set {key}: value is not YAML ({err})") from err
     return result
 
 
@@ -38,6 +52,10 @@ def _config(args):
     return load_config(getattr(args, "config", None), overrides)
 
 
+def _print(obj) -> None:
+    print(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
 def cmd_tools_run(args) -> int:
     from tools import parse_tool_list
     from tools.pool import ToolPool
@@ -48,37 +66,60 @@ def cmd_tools_run(args) -> int:
     if args.no_cache:
         config.tools.cache_dir = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"autagent-nocache-{os.getpid()}")
     pool = ToolPool(config.tools)
-    records = pool.run(args.audio, parse_tool_list(args.tools))
-    print(json.dumps(list(records.values()), indent=2, ensure_ascii=False))
+    records = pool.run(args.audio, parse_tool_list(args.tools, config.tools.tool_ids))
+    _print(list(records.values()))
     return 1 if all("error" in r for r in records.values()) else 0
 
 
+def cmd_tools_list(args) -> int:
+    from tools import registry
+
+    config = _config(args)
+    enabled = config.tools.tool_ids
+    rows = [{"id": s.id, "label": s.label, "enabled": s.id in enabled, "origin": registry.origin(s.id),
+             "domains": list(s.domains), "backends": {p: b.name for p, b in s.backends.items()}, "output": s.output,
+             "description": s.description} for s in registry.registered()]
+    _print({"tools": rows, "enabled": list(enabled), "load_errors": registry.load_errors})
+    return 0
+
+
 def cmd_tools_precompute(args) -> int:
-    from autagent.data import load_dataset
     from tools import parse_tool_list
     from tools.pool import ToolPool
 
+    from .data.loaders import load
+
     config = _config(args)
-    samples = load_dataset(args.manifest, args.format)
+    loaded = load(args.manifest, args.format)
     pool = ToolPool(config.tools)
-    paths = sorted({s.audio for s in samples})
-    results = pool.run_many(paths, parse_tool_list(args.tools), progress=True)
-    errors = [(p, r["tool"], r["error"]) for p, rs in zip(paths, results) for r in rs.values() if "error" in r]
-    for path, tool, error in errors[:20]:
+    paths = sorted({s.audio for s in loaded.scorable})
+    results = pool.run_many(paths, parse_tool_list(args.tools, config.tools.tool_ids), progress=True)
+    errors = [(r["tool"], r["error"]) for rs in results for r in rs.values() if "error" in r]
+    for tool, error in errors[:20]:
         print(f"error: {tool}: {error}", file=sys.stderr)
-    print(json.dumps({"clips": len(paths), "computed": pool.computed, "cache_hits": pool.cache.hits, "errors": len(errors),
-                      "cache_dir": config.tools.cache_dir}))
+    _print({"rows": loaded.rows, "clips": len(paths), "computed": pool.computed, "cache_hits": pool.cache.hits,
+            "errors": len(errors), "errors_by_tool": pool.errors, "unscorable_rows": len(loaded.rejected),
+            "cache_dir": config.tools.cache_dir})
     return 0
 
 
 def cmd_data_generate(args) -> int:
-    from autagent.data.embedded import generate
+    from .data.bench import generate
 
     config = _config(args)
     if args.root:
         config.data.benchmark.root = args.root
-    print(json.dumps({k: str(v) for k, v in generate(config.data.benchmark).items()}))
+    _print({k: str(v) for k, v in generate(config.data.benchmark).items()})
     return 0
+
+
+def cmd_data_validate(args) -> int:
+    from .data.loaders import load
+
+    loaded = load(args.file, args.format, audio_wording=args.audio_wording)
+    summary = loaded.summary()
+    print(json.dumps(summary, ensure_ascii=False))
+    return 0 if summary["usable"] else 1
 
 
 def accelerate_command(config, argv: list[str]) -> list[str] | None:
@@ -105,7 +146,7 @@ def cmd_train(args) -> int:
         print("launching:", " ".join(relaunch), flush=True)
         return subprocess.call(relaunch, env={**os.environ, "ACCELERATE_LAUNCHED": "1"})
     metrics = run_train(config, resume=args.resume)
-    if metrics is not None:
+    if metrics is not None and "methods" in metrics:
         _print_summary(metrics)
     return 0
 
@@ -120,7 +161,7 @@ def cmd_eval(args) -> int:
         target = config.eval_reasoner or config.reasoner
         target.kind = args.reasoner
     out = args.out or str(config.run_dir / "eval")
-    metrics = run_eval(config, out, args.plugin, log_to_wandb=True)
+    metrics = run_eval(config, out, args.plugin, log_to_wandb=True, expected_sha256=args.plugin_sha256)
     _print_summary(metrics)
     print(f"wrote {out}/metrics.json, report.md, predictions.jsonl")
     return 0
@@ -131,16 +172,18 @@ def _print_summary(metrics: dict) -> None:
 
     print(f"{metrics['dataset']} | {metrics['reasoner']} | n = {metrics['n']}")
     for name, m in metrics["methods"].items():
-        print(f"  {label(name):28s} acc {100 * m['accuracy']:5.1f}   avg tools {m['avg_tools']:.2f}")
+        print(f"  {label(name):28s} acc {100 * m['accuracy']:5.1f}  official {100 * m['official']['accuracy']:5.1f}"
+              f"  errors {m['errors']:3d}  avg tools {m['avg_tools']:.2f}")
 
 
 def cmd_select(args) -> int:
     from .plugin import load
 
-    plugin = load(args.plugin, tools_profile=args.profile)
-    reply = {"tools": plugin.select(args.audio, args.question)}
+    plugin = load(args.plugin, tools_profile=args.profile, expected_sha256=args.plugin_sha256)
+    choices = tuple(args.choices or ())
+    reply = {"tools": plugin.select(args.audio, args.question, choices)}
     if hasattr(plugin, "probabilities"):  # the router has per-tool probabilities; the LM writes a list
-        reply["probabilities"] = plugin.probabilities(args.audio, args.question)
+        reply["probabilities"] = plugin.probabilities(args.audio, args.question, choices)
     print(json.dumps(reply))
     return 0
 
@@ -154,20 +197,58 @@ def cmd_answer(args) -> int:
 
     config = _config(args)
     config.reasoner.kind = args.reasoner
-    plugin = load(args.plugin, tools_profile=config.tools.profile, tool_settings=config.tools.settings)
+    plugin = load(args.plugin, tools_profile=config.tools.profile, tool_settings=config.tools.settings,
+                  expected_sha256=args.plugin_sha256)
     sample = Sample(id="cli", audio=str(Path(args.audio).resolve()), question=args.question,
                     choices=tuple(args.choices), answer=args.choices[0])
-    tools = plugin.select(sample.audio, sample.question)
+    tools = plugin.select(sample.audio, sample.question, sample.choices)
     records = list(ToolPool(config.tools).run(sample.audio, tools).values()) if tools else None
     reasoner = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
-    reply = reasoner.answer(sample, records)
-    reasoner.close()
-    print(json.dumps({"tools": tools, "records": records or [], "answer": reply}, ensure_ascii=False))
+    try:
+        (reply,) = reasoner.ask([(sample, records)])
+    finally:
+        reasoner.close()
+    out = {"tools": tools, "records": records or [], "answer": reply.text}
+    if reply.error:
+        out["error"] = reply.error
+    print(json.dumps(out, ensure_ascii=False))
+    return 0 if reply.error is None else 1
+
+
+def cmd_plugin_verify(args) -> int:
+    from .plugin import verify
+
+    config = _config(args)
+    report = verify(args.directory, args.sha256, args.key, config.tools.profile, config.tools.settings)
+    _print(report)
+    return 0 if report["ok"] else 1
+
+
+def cmd_plugin_sign(args) -> int:
+    from .plugin import read_manifest
+    from .trust import sign
+
+    manifest = read_manifest(args.directory)
+    manifest["signature"] = sign(manifest, args.key)
+    path = Path(args.directory) / "manifest.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, default=str))
+    tmp.replace(path)
+    _print({"plugin": str(args.directory), "content_hash": manifest["content_hash"], "signature": manifest["signature"]["kind"],
+            "key_id": manifest["signature"]["key_id"]})
+    return 0
+
+
+def cmd_sweep(args) -> int:
+    from .sweep import run_sweep
+
+    summary = run_sweep(args.sweep, resume=args.resume, only=args.only)
+    print(summary["table"])
     return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="autagent", description=__doc__)
+    parser = argparse.ArgumentParser(prog="autagent", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_config(p):
@@ -175,14 +256,20 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. grpo.steps=50")
         return p
 
-    tools = sub.add_parser("tools", help="run the acoustic tools").add_subparsers(dest="tools_command", required=True)
+    def with_pin(p):
+        p.add_argument("--plugin-sha256", metavar="HEX", help="refuse the plugin unless its content hash is HEX")
+        return p
+
+    tools = sub.add_parser("tools", help="the acoustic tools").add_subparsers(dest="tools_command", required=True)
     run = with_config(tools.add_parser("run", help="print the JSON records of tools on one clip"))
     run.add_argument("audio")
-    run.add_argument("--tools", help="comma-separated tool ids (default: all)")
+    run.add_argument("--tools", help="comma-separated tool ids (default: the enabled ones)")
     run.add_argument("--profile", choices=["embedded", "cluster"])
     run.add_argument("--executor", choices=["ray", "local"])
     run.add_argument("--no-cache", action="store_true", help="compute afresh (a private cache for this call)")
     run.set_defaults(func=cmd_tools_run)
+    lst = with_config(tools.add_parser("list", help="print the tool registry (JSON)"))
+    lst.set_defaults(func=cmd_tools_list)
     pre = with_config(tools.add_parser("precompute", help="fill the tool cache for a dataset file"))
     pre.add_argument("manifest", help="MMAU/MMAR/AVQA file")
     pre.add_argument("--format", default="auto")
@@ -194,26 +281,32 @@ def build_parser() -> argparse.ArgumentParser:
     gen = with_config(data.add_parser("generate", help="generate the embedded benchmark"))
     gen.add_argument("--root")
     gen.set_defaults(func=cmd_data_generate)
+    val = data.add_parser("validate", help="load a benchmark file as published and report every row (JSON)")
+    val.add_argument("file")
+    val.add_argument("--format", default="auto", choices=["auto", "mmau", "mmar", "avqa"])
+    val.add_argument("--audio-wording", action="store_true", help="AVQA: 'video' -> 'audio' in questions")
+    val.set_defaults(func=cmd_data_validate)
 
     train = with_config(sub.add_parser("train", help="the main job: train, evaluate, export the plugin"))
     train.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
     train.set_defaults(func=cmd_train)
 
-    ev = with_config(sub.add_parser("eval", help="every baseline (and a plugin's policy) on a dataset"))
+    ev = with_pin(with_config(sub.add_parser("eval", help="every baseline (and a plugin's policy) on a dataset")))
     ev.add_argument("--out", help="output directory (default runs/<name>/eval)")
     ev.add_argument("--dataset", help="an MMAU/MMAR/AVQA file to evaluate on")
     ev.add_argument("--reasoner", choices=["embedded", "qwen2-audio", "openai"])
     ev.add_argument("--plugin", help="a trained plugin directory")
     ev.set_defaults(func=cmd_eval)
 
-    sel = sub.add_parser("select", help="a plugin's tool choice for one clip and question (JSON)")
+    sel = with_pin(sub.add_parser("select", help="a plugin's tool choice for one clip and question (JSON)"))
     sel.add_argument("--plugin", required=True)
     sel.add_argument("--audio", required=True)
     sel.add_argument("--question", required=True)
+    sel.add_argument("--choices", nargs="*", help="the answer choices (the router reads them)")
     sel.add_argument("--profile", choices=["embedded", "cluster"])
     sel.set_defaults(func=cmd_select)
 
-    ans = with_config(sub.add_parser("answer", help="select tools with a plugin, run them, ask a reasoner"))
+    ans = with_pin(with_config(sub.add_parser("answer", help="select tools with a plugin, run them, ask a reasoner")))
     ans.add_argument("--plugin", required=True)
     ans.add_argument("--reasoner", default="embedded", choices=["embedded", "qwen2-audio", "openai"])
     ans.add_argument("--audio", required=True)
@@ -221,6 +314,23 @@ def build_parser() -> argparse.ArgumentParser:
     ans.add_argument("--choices", nargs="+", required=True)
     ans.add_argument("--profile", choices=["embedded", "cluster"])
     ans.set_defaults(func=cmd_answer)
+
+    plugin = sub.add_parser("plugin", help="check or sign a plugin").add_subparsers(dest="plugin_command", required=True)
+    ver = with_config(plugin.add_parser("verify", help="every check a load makes, as a JSON report"))
+    ver.add_argument("directory")
+    ver.add_argument("--sha256", help="the content hash it must have")
+    ver.add_argument("--key", help="public key (ed25519 PEM) or HMAC secret file to verify the signature with")
+    ver.set_defaults(func=cmd_plugin_verify)
+    sgn = plugin.add_parser("sign", help="sign a plugin's content hash (ed25519 private key PEM, or an HMAC secret file)")
+    sgn.add_argument("directory")
+    sgn.add_argument("--key", required=True)
+    sgn.set_defaults(func=cmd_plugin_sign)
+
+    sw = sub.add_parser("sweep", help="run an experiment's variants over its seeds and aggregate mean ± std")
+    sw.add_argument("sweep", help="a sweep YAML (experiments/sweeps/*.yaml)")
+    sw.add_argument("--resume", action="store_true", help="reuse finished runs")
+    sw.add_argument("--only", help="comma-separated variant names")
+    sw.set_defaults(func=cmd_sweep)
     return parser
 
 
@@ -229,15 +339,25 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
+    from tools.audio import AudioError
+    from tools.registry import ToolRegistryError
+
     from .config import ConfigError
     from .data.loaders import DatasetError
-    from .plugin import PluginError
+    from .trust import PluginError
 
     try:
         return args.func(args)
-    except (ConfigError, DatasetError, PluginError, FileExistsError, FileNotFoundError) as err:
+    except (ConfigError, DatasetError, PluginError, AudioError, ToolRegistryError, FileExistsError,
+            FileNotFoundError) as err:
         print(f"autagent: error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # a full disk, a permission: say what and where, keep what was written
+        print(f"autagent: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("autagent: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":
