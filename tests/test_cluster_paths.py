@@ -1,5 +1,6 @@
 """The paper's models through their real loading code, on tiny random-weight models built here:
-Whisper (transformers ASR pipeline), emotion2vec (funasr), AST (sound events), Qwen2-Audio (the reasoner)."""
+Whisper (transformers ASR pipeline), emotion2vec (funasr), AST (sound events), pyannote diarization,
+Qwen2-Audio (the reasoner, batched with left padding)."""
 from __future__ import annotations
 
 import pytest
@@ -53,6 +54,7 @@ def test_cluster_defaults_name_the_papers_models():
     assert get_tool("sound_events").backend("cluster").default_settings["model_id"].startswith("MIT/ast-finetuned-audioset")
     assert get_tool("emotion").backend("cluster").default_settings["model_id"] == "iic/emotion2vec_plus_large"
     assert get_tool("chords").backend("cluster").name == "madmom-cnn-crf"
+    assert get_tool("speakers").backend("cluster").default_settings["model_id"] == "pyannote/speaker-diarization-3.1"
 
 
 def test_missing_cluster_model_is_an_error_record_not_a_crash(speech_wav, tmp_path):
@@ -61,17 +63,35 @@ def test_missing_cluster_model_is_an_error_record_not_a_crash(speech_wav, tmp_pa
     assert record["output"] is None and "absent" in record["error"]
 
 
-def test_qwen2_audio_reasoner_real_path(tmp_path, speech_wav):
+def test_pyannote_backend_loads_a_local_pipeline(tmp_path, speech_wav):
+    pipeline = tiny.build_tiny_pyannote(tmp_path / "diarization")
+    runner = ToolRunner("cluster", {"speakers": {"model_id": str(pipeline), "device": "cpu"}})
+    record = runner.run("speakers", str(speech_wav[0]))
+    assert "error" not in record, record.get("error")
+    assert record["backend"] == "pyannote-diarization" and record["version"].startswith("pyannote.audio-4.")
+    output = record["output"]
+    assert output["num_speakers"] == len({t["speaker"] for t in output["turns"]})
+    assert all(t["speaker"].startswith("S") and 0.0 <= t["start"] <= t["end"] for t in output["turns"])
+
+
+def test_qwen2_audio_reasoner_batches_like_one_by_one(tmp_path, speech_wav, music_wav):
     from autagent.config import Qwen2AudioConfig
     from autagent.data.sample import Sample
     from autagent.reasoners.qwen2_audio import Qwen2AudioReasoner
 
     model_dir = tiny.build_tiny_qwen2_audio(tmp_path / "qwen2audio")
-    reasoner = Qwen2AudioReasoner(Qwen2AudioConfig(model_id=str(model_dir), device="cpu", dtype="float32", max_new_tokens=4))
-    sample = Sample(id="s", audio=str(speech_wav[0]), question="What kind of audio?", choices=("speech", "music"), answer="speech")
-    prompt = reasoner.prompt(sample, [{"tool": "tempo", "output": {"bpm": 120.0}}])
-    assert "<|AUDIO|>" in prompt and '"bpm": 120.0' in prompt
-    replies = reasoner.answer_many([(sample, None), (sample, [{"tool": "tempo", "output": {"bpm": 120.0}}]),
-                                    (Sample(**{**sample.__dict__, "audio": str(tmp_path / "missing.wav")}), None)])
-    assert isinstance(replies[0], (str, type(None))) and replies[2] is None
+    config = Qwen2AudioConfig(model_id=str(model_dir), device="cpu", dtype="float32", max_new_tokens=6, batch_size=3)
+    reasoner = Qwen2AudioReasoner(config)
+    base = Sample(id="s", audio=str(speech_wav[0]), question="What kind of audio?", choices=("speech", "music"), answer="speech")
+    prompt = reasoner.prompt(base, [{"tool": "tempo", "output": {"bpm": 120.0, "beats": []}}])
+    assert "<|AUDIO|>" in prompt and '"output": "120.00"' in prompt  # the paper's shape for tempo
+    requests = [(base, None), (Sample(**{**base.__dict__, "question": "A much longer question about what the clip holds?"}),
+                                [{"tool": "tempo", "output": {"bpm": 120.0, "beats": []}}]),
+                (Sample(**{**base.__dict__, "audio": str(music_wav)}), None)]
+    batched = reasoner.answer_many(requests)
+    single = [reasoner.answer_many([r])[0] for r in requests]
+    assert batched == single  # left padding: every row continues from its own prompt
+    missing = Sample(**{**base.__dict__, "audio": str(tmp_path / "missing.wav")})
+    (reply,) = reasoner.answer_many([(missing, None)])
+    assert reply.text is None and "file not found" in reply.error
     assert reasoner.fingerprint().startswith("qwen2-audio-")

@@ -1,9 +1,53 @@
-"""The GRPO objective: advantages (zero-variance groups included), clipping and the KL term."""
+"""The GRPO objective: advantage estimators (and how each treats the two rewards), clipping, KL."""
 from __future__ import annotations
 
+import pytest
 import torch
 
-from autagent.grpo import GRPOConfig, clipped_surrogate, group_advantages, grpo_loss, kl_to_reference
+from autagent.grpo import GRPOConfig, advantages, clipped_surrogate, group_advantages, grpo_loss, kl_to_reference
+from rewards import binary_reward, differential_reward
+
+CHOICES = ["yes", "no"]
+
+
+def _rewards(base_right: list[bool], tool_right: list[list[bool]]):
+    """[B, G] differential and binary rewards for queries with the given y_base and ŷ correctness."""
+    diff, binary = [], []
+    for base, row in zip(base_right, tool_right):
+        cols = dict(predictions=["yes" if ok else "no" for ok in row], base_predictions=["yes" if base else "no"] * len(row),
+                    answer=["yes"] * len(row), choices=[CHOICES] * len(row))
+        diff.append(differential_reward([""] * len(row), [""] * len(row), **cols))
+        binary.append(binary_reward([""] * len(row), [""] * len(row), **cols))
+    return torch.tensor(diff), torch.tensor(binary)
+
+
+BASE = [True, False, True, False]
+TOOLS = [[True, False, True, True], [True, False, False, True], [True, True, True, True], [False, False, False, False]]
+
+
+def test_group_advantage_makes_the_two_rewards_identical():
+    diff, binary = _rewards(BASE, TOOLS)
+    assert not torch.equal(diff, binary)
+    assert torch.equal(advantages(diff, "group"), advantages(binary, "group"))
+
+
+def test_reward_advantage_differs_exactly_where_the_base_answer_is_right():
+    diff, binary = _rewards(BASE, TOOLS)
+    a_diff, a_bin = advantages(diff, "reward"), advantages(binary, "reward")
+    for q, base in enumerate(BASE):
+        assert torch.equal(a_diff[q], a_bin[q]) is (not base), q
+        if base:  # differential: 0 where the subset keeps the right answer, -1 where it breaks it
+            assert torch.equal(a_diff[q], a_bin[q] - 1)
+    assert torch.equal(a_diff, diff) and torch.equal(a_bin, binary)
+
+
+def test_batch_advantage_normalises_over_the_whole_batch():
+    diff, binary = _rewards(BASE, TOOLS)
+    a = advantages(diff, "batch")
+    assert torch.allclose(a.mean(), torch.tensor(0.0), atol=1e-6)
+    assert torch.allclose(a.std(unbiased=False), torch.tensor(1.0), atol=1e-3)
+    assert not torch.allclose(advantages(diff, "batch"), advantages(binary, "batch"))  # the baseline differs per query
+    assert torch.equal(advantages(torch.ones(2, 3), "batch"), torch.zeros(2, 3))
 
 
 def test_group_advantages_normalise_each_group():
@@ -38,8 +82,9 @@ def test_loss_gradient_raises_probability_of_positive_advantage():
     assert stats["kl"] == 0.0
 
 
-def test_config_validates_group_size():
-    import pytest
-
-    with pytest.raises(ValueError, match="group_size"):
-        GRPOConfig(group_size=1)
+@pytest.mark.parametrize("field, value, message", [("group_size", 1, "group_size"), ("advantage", "mean", "grpo.advantage"),
+                                                    ("loss_type", "ppo", "grpo.loss_type"), ("inner_epochs", 0, "inner_epochs"),
+                                                    ("temperature", 0.0, "temperature")])
+def test_config_is_validated(field, value, message):
+    with pytest.raises(ValueError, match=message):
+        GRPOConfig(**{field: value})

@@ -1,7 +1,10 @@
-"""Plugin export and loading: round trip, content hash, tool-manifest refusal, the CLI."""
+"""Plugins that can be trusted: round trip, confinement to the folder, allowed files only, streamed
+hashes, pinned hashes, signatures (ed25519 and HMAC), encoder identity, and `autagent plugin verify`."""
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import subprocess
 import sys
 
@@ -10,80 +13,175 @@ import torch
 
 from autagent import plugin as plugin_mod
 from autagent.policies.router import Featurizer, Router, RouterConfig
+from autagent.trust import PluginError, content_hash
+
+TOOLS = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
     torch.manual_seed(1)
     featurizer = Featurizer(RouterConfig())
-    router = Router(featurizer.dim, RouterConfig())
+    router = Router(featurizer.dim, RouterConfig(), len(TOOLS))
     with torch.no_grad():
         router.net[-1].bias.copy_(torch.tensor([3.0, -3.0, -3.0, 3.0, -3.0, -3.0]))
-    path = plugin_mod.export_router(tmp_path_factory.mktemp("p") / "plugin", router, featurizer, "embedded", {}, 30.0,
-                                    {"name": "test"}, {"accuracy": 0.5})
+    path = plugin_mod.export_router(tmp_path_factory.mktemp("p") / "plugin", router, featurizer, TOOLS, "embedded", {},
+                                    30.0, {"name": "test"}, {"accuracy": 0.5})
     return path, router, featurizer
 
 
-def _copy(src, tmp_path):
-    import shutil
-
-    dst = tmp_path / "copy"
+def _copy(src, tmp_path, name="copy"):
+    dst = tmp_path / name
     shutil.copytree(src, dst)
     return dst
+
+
+def _edit_manifest(folder, change, rehash=True):
+    manifest = json.loads((folder / "manifest.json").read_text())
+    change(manifest)
+    if rehash:
+        manifest["content_hash"] = content_hash(manifest)
+    (folder / "manifest.json").write_text(json.dumps(manifest))
+    return manifest
 
 
 def test_round_trip_selects_like_the_trained_router(exported, click_wav):
     path, router, featurizer = exported
     manifest = json.loads((path / "manifest.json").read_text())
-    assert manifest["policy"] == "router" and [t["id"] for t in manifest["tools"]][0] == "asr"
-    assert {"text", "audio"} <= set(manifest["encoders"]) and manifest["metrics"] == {"accuracy": 0.5}
-    assert not list(path.glob("*.bin")) and not list(path.glob("*.pt"))
-    loaded = plugin_mod.load(path)
-    question = "What is the tempo of this drum beat?"
-    assert loaded.select(str(click_wav[0]), question) == ["asr", "tempo"]
-    expected = router.select(featurizer([question], [str(click_wav[0])]))
-    assert torch.equal(loaded.router.select(loaded.featurizer([question], [str(click_wav[0])])), expected)
+    assert manifest["policy"] == "router" and [t["id"] for t in manifest["tools"]] == list(TOOLS)
+    assert manifest["encoders"]["text"]["weights_sha256"] and manifest["files"]["model.safetensors"]["size"] > 0
+    loaded = plugin_mod.load(path, expected_sha256=manifest["content_hash"])
+    question, choices = "What is the tempo of this drum beat?", ("90 BPM", "120 BPM")
+    assert loaded.select(str(click_wav[0]), question, choices) == ["asr", "tempo"]
+    expected = router.select(featurizer([question], [str(click_wav[0])], [choices]))
+    assert torch.equal(loaded.router.select(loaded.featurizer([question], [str(click_wav[0])], [choices])), expected)
 
 
-def test_tampered_weights_are_refused(exported, tmp_path):
+@pytest.mark.parametrize("name", ["../outside.txt", "/etc/hostname", "a/../../b.json", "weights.pt", "model.pkl", "x\\y.json", ""])
+def test_manifest_names_outside_the_folder_or_of_refused_kinds_are_refused(exported, tmp_path, name):
+    copy = _copy(exported[0], tmp_path)
+    _edit_manifest(copy, lambda m: m["files"].update({name: {"sha256": "0" * 64, "size": 1}}))
+    with pytest.raises(PluginError) as err:
+        plugin_mod.load(copy)
+    assert str(copy) in str(err.value)
+
+
+def test_links_devices_extra_and_missing_files_are_refused(exported, tmp_path):
+    link = _copy(exported[0], tmp_path, "link")
+    (link / "model.safetensors").rename(link / "real.safetensors")
+    os.symlink(link / "real.safetensors", link / "model.safetensors")
+    with pytest.raises(PluginError, match="symbolic link"):
+        plugin_mod.load(link)
+    device = _copy(exported[0], tmp_path, "device")
+    _edit_manifest(device, lambda m: m["files"].update({"zero.json": {"sha256": "0" * 64, "size": 1}}))
+    os.symlink("/dev/zero", device / "zero.json")
+    with pytest.raises(PluginError, match="zero.json"):
+        plugin_mod.load(device)
+    extra = _copy(exported[0], tmp_path, "extra")
+    (extra / "notes.txt").write_text("hello")
+    with pytest.raises(PluginError, match="not listed in the manifest: \\['notes.txt'\\]"):
+        plugin_mod.load(extra)
+    missing = _copy(exported[0], tmp_path, "missing")
+    (missing / "model.safetensors").unlink()
+    with pytest.raises(PluginError, match="model.safetensors listed in the manifest is missing"):
+        plugin_mod.load(missing)
+
+
+def test_flipped_bytes_and_unhashed_edits_are_refused(exported, tmp_path):
     copy = _copy(exported[0], tmp_path)
     data = bytearray((copy / "model.safetensors").read_bytes())
     data[-1] ^= 0xFF
     (copy / "model.safetensors").write_bytes(bytes(data))
-    with pytest.raises(plugin_mod.PluginError, match="model.safetensors does not match its digest"):
+    with pytest.raises(PluginError, match="model.safetensors does not match its digest"):
         plugin_mod.load(copy)
+    manifest_edit = _copy(exported[0], tmp_path, "edit")
+    _edit_manifest(manifest_edit, lambda m: m["policy_config"].update(hidden=64), rehash=False)
+    with pytest.raises(PluginError, match="content hash does not match"):
+        plugin_mod.load(manifest_edit)
 
 
-def test_tampered_manifest_is_refused(exported, tmp_path):
-    copy = _copy(exported[0], tmp_path)
-    manifest = json.loads((copy / "manifest.json").read_text())
-    manifest["policy_config"]["hidden"] = 64
-    (copy / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(plugin_mod.PluginError, match="content hash does not match"):
-        plugin_mod.load(copy)
+def _rehashed_tamper(src, tmp_path):
+    """An edit that re-hashes everything: the weights changed, their digest and the content hash updated."""
+    copy = _copy(src, tmp_path, "tampered")
+    from safetensors.torch import load_file, save_file
+
+    weights = load_file(copy / "model.safetensors")
+    weights["net.3.bias"] = torch.full_like(weights["net.3.bias"], 9.0)
+    save_file(weights, copy / "model.safetensors")
+    from autagent.trust import file_digest
+
+    digest, size = file_digest(copy / "model.safetensors")
+    _edit_manifest(copy, lambda m: m["files"].update({"model.safetensors": {"sha256": digest, "size": size}}))
+    return copy
 
 
-def test_plugin_for_other_tool_versions_is_refused(exported, tmp_path):
-    copy = _copy(exported[0], tmp_path)
-    manifest = json.loads((copy / "manifest.json").read_text())
-    manifest["tools"][3]["version"] = "librosa-0.9.0+deadbeef"
-    manifest["content_hash"] = plugin_mod._content_hash(manifest)  # a consistent, but foreign, plugin
-    (copy / "manifest.json").write_text(json.dumps(manifest))
-    with pytest.raises(plugin_mod.PluginError, match="tool 'tempo': plugin expects librosa-beat-track librosa-0.9.0"):
-        plugin_mod.load(copy)
-    assert plugin_mod.load(copy, check_installed_tools=False).tools[3] == "tempo"
+def test_a_rehashed_tampered_plugin_passes_alone_but_not_when_pinned_or_signed(exported, tmp_path, monkeypatch):
+    original = json.loads((exported[0] / "manifest.json").read_text())
+    tampered = _rehashed_tamper(exported[0], tmp_path)
+    plugin_mod.load(tampered)  # an unkeyed checksum cannot tell: that is what pinning and signing are for
+    with pytest.raises(PluginError, match="is not the pinned"):
+        plugin_mod.load(tampered, expected_sha256=original["content_hash"])
+
+    from cryptography.hazmat.primitives import serialization
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
+
+    private = Ed25519PrivateKey.generate()
+    (tmp_path / "signing.pem").write_bytes(private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                                                 serialization.NoEncryption()))
+    (tmp_path / "public.pem").write_bytes(private.public_key().public_bytes(serialization.Encoding.PEM,
+                                                                            serialization.PublicFormat.SubjectPublicKeyInfo))
+    signed = _copy(exported[0], tmp_path, "signed")
+    from autagent.cli import main
+
+    assert main(["plugin", "sign", str(signed), "--key", str(tmp_path / "signing.pem")]) == 0
+    plugin_mod.load(signed, key_file=str(tmp_path / "public.pem"))
+    resigned = _rehashed_tamper(signed, tmp_path / "t2")  # re-hashed, the old signature kept
+    with pytest.raises(PluginError, match="signature does not verify"):
+        plugin_mod.load(resigned, key_file=str(tmp_path / "public.pem"))
+    monkeypatch.setenv("AUTAGENT_PLUGIN_KEY", str(tmp_path / "public.pem"))
+    with pytest.raises(PluginError, match="not signed"):
+        plugin_mod.load(tampered)  # a key is set: unsigned plugins are refused
+    monkeypatch.delenv("AUTAGENT_PLUGIN_KEY")
+    (tmp_path / "hmac.key").write_bytes(os.urandom(32))
+    assert main(["plugin", "sign", str(tampered), "--key", str(tmp_path / "hmac.key")]) == 0
+    plugin_mod.load(tampered, key_file=str(tmp_path / "hmac.key"))
+    (tmp_path / "other.key").write_bytes(os.urandom(32))
+    with pytest.raises(PluginError, match="HMAC"):
+        plugin_mod.load(tampered, key_file=str(tmp_path / "other.key"))
 
 
-def test_cli_select_prints_json(exported, click_wav):
-    out = subprocess.run([sys.executable, "-m", "autagent.cli", "select", "--plugin", str(exported[0]), "--audio",
-                          str(click_wav[0]), "--question", "What is the tempo?"], capture_output=True, text=True)
+def test_other_tools_or_encoders_are_refused(exported, tmp_path):
+    versions = _copy(exported[0], tmp_path, "versions")
+    _edit_manifest(versions, lambda m: m["tools"][3].update(version="librosa-0.9.0+deadbeef"))
+    with pytest.raises(PluginError, match="tool 'tempo': plugin expects librosa-beat-track librosa-0.9.0"):
+        plugin_mod.load(versions)
+    assert plugin_mod.load(versions, check_installed_tools=False).tools[3] == "tempo"
+    encoder = _copy(exported[0], tmp_path, "encoder")
+    _edit_manifest(encoder, lambda m: m["encoders"]["text"].update(weights_sha256="f" * 64))
+    with pytest.raises(PluginError, match="text encoder"):
+        plugin_mod.load(encoder)
+    swapped = _copy(exported[0], tmp_path, "swapped")
+    _edit_manifest(swapped, lambda m: m["policy_config"].update(text_model="/somewhere/else"))
+    assert plugin_mod.load(swapped).featurizer.text.model_path != "/somewhere/else"  # never loaded from the manifest
+
+
+def test_cli_select_verify_and_pin(exported, click_wav, tmp_path):
+    manifest = json.loads((exported[0] / "manifest.json").read_text())
+    base = [sys.executable, "-m", "autagent.cli"]
+    out = subprocess.run(base + ["select", "--plugin", str(exported[0]), "--audio", str(click_wav[0]), "--question",
+                                 "What is the tempo?", "--plugin-sha256", manifest["content_hash"]], capture_output=True, text=True)
     assert out.returncode == 0, out.stderr
     reply = json.loads(out.stdout)
-    assert reply["tools"] == ["asr", "tempo"] and set(reply["probabilities"]) == {
-        "asr", "emotion", "chords", "tempo", "pitch", "sound_events"}
-
-
-def test_cli_refuses_a_non_plugin(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "autagent.cli", "select", "--plugin", str(tmp_path), "--audio", "x.wav",
-                          "--question", "q"], capture_output=True, text=True)
+    assert reply["tools"] == ["asr", "tempo"] and set(reply["probabilities"]) == set(TOOLS)
+    out = subprocess.run(base + ["select", "--plugin", str(exported[0]), "--audio", str(click_wav[0]), "--question", "q",
+                                 "--plugin-sha256", "0" * 64], capture_output=True, text=True)
+    assert out.returncode == 2 and "is not the pinned" in out.stderr and "Traceback" not in out.stderr
+    report = json.loads(subprocess.run(base + ["plugin", "verify", str(exported[0])], capture_output=True, text=True).stdout)
+    assert report["ok"] and report["content_hash"] == manifest["content_hash"] and report["checks"]["encoders"] == "ok"
+    bad = _copy(exported[0], tmp_path)
+    _edit_manifest(bad, lambda m: m["files"].update({"../x.json": {"sha256": "0" * 64, "size": 1}}))
+    out = subprocess.run(base + ["plugin", "verify", str(bad)], capture_output=True, text=True)
+    assert out.returncode == 1 and "reaches outside" in json.loads(out.stdout)["checks"]["files_and_hash"]
+    out = subprocess.run(base + ["select", "--plugin", str(tmp_path), "--audio", "x.wav", "--question", "q"],
+                         capture_output=True, text=True)
     assert out.returncode == 2 and "not a plugin (no manifest.json)" in out.stderr

@@ -1,10 +1,15 @@
-"""The Ray tool pool and the on-disk cache: parallel subsets, cache hits across pools, restart of a
-dead actor, per-call timeouts."""
+"""The Ray tool pool and the on-disk cache, with injected faults: an actor SIGKILLed mid-precompute,
+two processes filling one cache, a full disk, a hung call."""
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
+import textwrap
+import time
+from pathlib import Path
 
 import pytest
 
@@ -12,59 +17,98 @@ from tools.cache import ToolCache
 from tools.pool import PoolConfig, ToolPool
 
 
+def _cache_contents(root: Path) -> dict:
+    return {p.relative_to(root).as_posix(): json.loads(p.read_text()) for p in sorted(root.rglob("*.json"))}
+
+
 @pytest.fixture(scope="module")
-def ray_pool(tmp_path_factory):
-    pool = ToolPool(PoolConfig(executor="ray", cache_dir=str(tmp_path_factory.mktemp("raycache")), actor_cpus=0.25))
-    yield pool
-    pool.shutdown()
+def clips(tmp_path_factory, click_wav, melody_wav, chord_wav, music_wav):
+    """Eight distinct clips (copies with a few bytes appended change the content hash, not the audio)."""
+    folder = tmp_path_factory.mktemp("clips")
+    paths = []
+    for k, src in enumerate([click_wav[0], melody_wav[0], chord_wav[0], music_wav] * 2):
+        dst = folder / f"clip{k}.wav"
+        dst.write_bytes(Path(src).read_bytes() + bytes(2 * k))
+        paths.append(str(dst))
+    return paths
 
 
-def test_subset_runs_on_actors_and_second_run_is_cached(ray_pool, click_wav, melody_wav):
+def test_subset_runs_on_actors_and_second_run_is_cached(tmp_path, clips):
     import ray
 
-    paths = [str(click_wav[0]), str(melody_wav[0])]
-    first = ray_pool.run_many(paths, ["tempo", "pitch", "chords", "sound_events"])
-    assert ray_pool.computed == 8
-    pids = {ray.get(ray_pool.actor(t).pid.remote()) for t in ("tempo", "pitch", "chords", "sound_events")}
-    assert len(pids) == 4  # one process per tool
-    second = ray_pool.run_many(paths, ["tempo", "pitch", "chords", "sound_events"])
-    assert ray_pool.computed == 8 and second == first
-
-
-def test_dead_actor_is_restarted_and_call_retried(ray_pool, tmp_path, click_wav):
-    import shutil
-
-    import ray
-
-    clip = tmp_path / "fresh.wav"  # a new file name with new content: not in the cache
-    shutil.copy(click_wav[0], clip)
-    with open(clip, "ab") as handle:
-        handle.write(b"\x00\x00")  # change the bytes (content hash) without changing the audio
-    ray_pool.run(str(click_wav[0]), ["tempo"])
-    ray.kill(ray_pool.actor("tempo"), no_restart=True)
-    restarts = ray_pool.restarts
-    record = ray_pool.run(str(clip), ["tempo"])["tempo"]
-    assert "error" not in record and abs(record["output"]["bpm"] - 120) < 3
-    assert ray_pool.restarts == restarts + 1
-
-
-def test_timeout_gives_error_record(tmp_path, click_wav):
-    pool = ToolPool(PoolConfig(executor="ray", cache_dir=str(tmp_path / "c"), timeout_s=0.05, actor_cpus=0.25))
+    pool = ToolPool(PoolConfig(executor="ray", cache_dir=str(tmp_path / "c"), actor_cpus=0.25))
     try:
-        record = pool.run(str(click_wav[0]), ["chords"])["chords"]  # loading madmom alone takes longer
-        assert "timed out" in record["error"]
+        first = pool.run_many(clips[:2], ["tempo", "pitch", "chords", "sound_events"])
+        assert pool.computed == 8
+        pids = {ray.get(pool.actor(t).pid.remote()) for t in ("tempo", "pitch", "chords", "sound_events")}
+        assert len(pids) == 4  # one process per tool
+        second = pool.run_many(clips[:2], ["tempo", "pitch", "chords", "sound_events"])
+        assert pool.computed == 8 and second == first
     finally:
         pool.shutdown()
 
 
-def test_cache_is_shared_across_processes(tmp_path, click_wav):
-    cache_dir = tmp_path / "shared"
-    code = ("import json,sys; from tools.pool import ToolPool, PoolConfig; "
-            f"p=ToolPool(PoolConfig(executor='local', cache_dir={str(cache_dir)!r})); "
-            f"p.run({str(click_wav[0])!r}, ['tempo']); print(json.dumps([p.computed, p.cache.hits]))")
-    counts = [json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
-              for _ in range(2)]
-    assert counts == [[1, 0], [0, 1]]
+def test_sigkill_of_an_actor_mid_precompute_leaves_the_same_cache(tmp_path, clips):
+    """Ray restarts the killed actor (max_restarts) and re-runs its calls (max_task_retries)."""
+    import ray
+
+    undisturbed = ToolPool(PoolConfig(executor="local", cache_dir=str(tmp_path / "a"), batch_size={"tempo": 1}))
+    undisturbed.run_many(clips, ["tempo"])
+    pool = ToolPool(PoolConfig(executor="ray", cache_dir=str(tmp_path / "b"), batch_size={"tempo": 1}))
+    try:
+        pid = ray.get(pool.actor("tempo").pid.remote())
+        killer = __import__("threading").Timer(1.0, os.kill, (pid, signal.SIGKILL))
+        killer.start()
+        results = pool.run_many(clips, ["tempo"])
+        killer.join()
+        assert all("error" not in r["tempo"] for r in results)
+        assert ray.get(pool.actor("tempo").pid.remote()) != pid  # a new process took over
+    finally:
+        pool.shutdown()
+    assert _cache_contents(tmp_path / "a") == _cache_contents(tmp_path / "b")
+
+
+def test_two_processes_filling_one_cache_leave_whole_single_records(tmp_path, clips):
+    code = textwrap.dedent(f"""
+        import json, sys
+        from tools.pool import ToolPool, PoolConfig
+        pool = ToolPool(PoolConfig(executor="local", cache_dir={str(tmp_path / 'shared')!r}))
+        pool.run_many({clips!r}, ["tempo", "pitch"])
+        print(json.dumps(pool.computed))
+    """)
+    procs = [subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True) for _ in range(2)]
+    outputs = [p.communicate(timeout=300)[0] for p in procs]
+    assert all(p.returncode == 0 for p in procs), outputs
+    files = sorted((tmp_path / "shared").rglob("*"))
+    records = [f for f in files if f.is_file()]
+    assert not [f for f in records if f.name.startswith(".tmp-")]
+    assert len(records) == 2 * len(clips)  # one file per (clip, tool), whoever wrote it
+    assert all(json.loads(f.read_text())["tool"] in ("tempo", "pitch") for f in records)
+
+
+def test_a_full_disk_while_caching_is_a_clear_error_and_leaves_no_partial_entry(tmp_path, clips):
+    code = textwrap.dedent(f"""
+        import resource, signal, sys
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        from tools.pool import ToolPool, PoolConfig
+        pool = ToolPool(PoolConfig(executor="local", cache_dir={str(tmp_path / 'full')!r}))
+        resource.setrlimit(resource.RLIMIT_FSIZE, (64, 64))  # no file may grow past 64 bytes: a full disk
+        from autagent.cli import main
+        sys.exit(main(["tools", "run", {clips[0]!r}, "--tools", "pitch", "--executor", "local",
+                       "--set", "tools.cache_dir={tmp_path / 'full'}"]))
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 2 and "autagent: error" in out.stderr and "Traceback" not in out.stderr, out.stderr
+    assert not [p for p in (tmp_path / "full").rglob("*") if p.is_file()]  # no torn or temporary entry
+
+
+def test_a_hung_call_times_out_into_an_error_record(tmp_path, click_wav):
+    pool = ToolPool(PoolConfig(executor="ray", cache_dir=str(tmp_path / "c"), timeout_s=0.05, actor_cpus=0.25))
+    try:
+        record = pool.run(str(click_wav[0]), ["chords"])["chords"]  # loading madmom alone takes longer
+        assert "timed out" in record["error"] and pool.errors == {"chords": 1}
+    finally:
+        pool.shutdown()
 
 
 def test_cache_writes_are_atomic_and_keyed_by_version(tmp_path):
@@ -80,8 +124,12 @@ def test_cache_writes_are_atomic_and_keyed_by_version(tmp_path):
     assert cache.get("abc", "tempo", "b", "v1") is None
 
 
-def test_config_rejects_unknown_tools():
-    with pytest.raises(KeyError, match="unknown tool 'whisper'"):
-        PoolConfig(settings={"whisper": {}})
+def test_config_rejects_unknown_tools_and_bad_values():
+    from tools.registry import ToolRegistryError
+
+    with pytest.raises(ToolRegistryError, match="unregistered tools \\['whisper'\\]"):
+        PoolConfig(enabled=["whisper"])
     with pytest.raises(ValueError, match="replicas.asr"):
         PoolConfig(replicas={"asr": 0})
+    with pytest.raises(ValueError, match="not in tools.enabled"):
+        PoolConfig(settings={"speakers": {}})

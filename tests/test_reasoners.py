@@ -1,105 +1,155 @@
-"""Reasoners: the embedded reader's behaviour, the answer cache, the OpenAI-compatible client
-against a local server, prompt rendering and reply matching."""
+"""Reasoners: the embedded simulator's hearing and reading, the answer cache (content-keyed, failures
+never cached), prompt rendering in the paper's shapes, and the OpenAI-compatible client against a
+local server that misbehaves in every way we could think of."""
 from __future__ import annotations
 
 import json
 import logging
+import shutil
+import socket
 import threading
+import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
 from autagent.data.sample import Sample
 from autagent.reasoners import CachedReasoner
-from autagent.reasoners.embedded import EmbeddedReasoner, EmbeddedReasonerConfig, flatten
+from autagent.reasoners.base import Reply
+from autagent.reasoners.embedded import EmbeddedReasoner, EmbeddedReasonerConfig
 from autagent.reasoners.prompts import match_choice, render
+from autagent.reasoners.reading import flatten
 
 
 @pytest.fixture(scope="module")
 def reasoner():
-    return EmbeddedReasoner(EmbeddedReasonerConfig(attention_temperature=0.3, hearing_weight=2.0))
+    return EmbeddedReasoner(EmbeddedReasonerConfig())
 
 
 def _sample(path, question, choices, answer, sid="s1"):
     return Sample(id=sid, audio=str(path), question=question, choices=tuple(choices), answer=answer)
 
 
-def test_flatten_reads_chord_notation_and_spans():
-    facts = flatten("chords", [{"start": 0.0, "end": 2.0, "chord": "A:min"}], 10)
-    assert facts[0].text == "chords A minor" and facts[0].span == (0.0, 2.0)
+def test_flatten_reads_the_papers_shapes():
+    (chord,) = flatten("chords", [{"timestamp": [0.0, 2.0], "value": "A:min"}], 10)
+    assert chord.text == "chords A minor" and chord.span == (0.0, 2.0)
+    (tempo,) = flatten("tempo", "117.19", 10)
+    assert tempo.numbers == ((117.19, "bpm"),)
+    (f0,) = flatten("pitch", [{"timestamp": 1.5, "fundamental frequency": "520.91 Hz"}], 10)
+    assert (520.91, "hz") in f0.numbers and f0.span == (1.5, 1.5)
 
 
-def test_embedded_reads_the_relevant_record(reasoner, chord_wav):
+def test_embedded_reads_the_relevant_record_and_grounds_time(reasoner, chord_wav):
     sample = _sample(chord_wav[0], "Which chord is played at 5.0 seconds?", ["C major", "A minor", "F major", "G major"], "F major")
     chords = {"tool": "chords", "output": [{"start": 0.0, "end": 2.0, "chord": "C:maj"}, {"start": 2.0, "end": 4.0, "chord": "A:min"},
                                            {"start": 4.0, "end": 6.0, "chord": "F:maj"}, {"start": 6.0, "end": 8.0, "chord": "G:maj"}]}
-    assert reasoner.answer(sample, [chords]) == "F major"
-    moved = dict(sample.__dict__, question="Which chord is played at 1.0 seconds?")
-    assert reasoner.answer(Sample(**moved), [chords]) == "C major"  # temporal grounding, same record
+    assert reasoner.answer_many([(sample, [chords])])[0].text == "F major"
+    moved = Sample(**{**sample.__dict__, "question": "Which chord is played at 1.0 seconds?"})
+    assert reasoner.answer_many([(moved, [chords])])[0].text == "C major"  # temporal grounding, same record
+    symbols = Sample(**{**sample.__dict__, "choices": ("C", "Am", "F", "G"), "answer": "F"})
+    assert reasoner.answer_many([(symbols, [chords])])[0].text == "F"  # chord symbols read as names
 
 
-def test_embedded_hears_gist_without_tools(reasoner, speech_wav, music_wav):
-    choices = ["speech", "music", "environmental sound"]
-    assert reasoner.answer(_sample(speech_wav[0], "What kind of audio is this recording?", choices, "speech"), None) == "speech"
-    assert reasoner.answer(_sample(music_wav, "What kind of audio is this recording?", choices, "music"), None) == "music"
+def test_embedded_hears_the_gist_but_not_the_detail(reasoner, speech_wav, music_wav):
+    kinds = ["speech", "music", "a sound"]
+    assert reasoner.answer_many([(_sample(speech_wav[0], "What kind of audio is this?", kinds, "speech"), None)])[0].text == "speech"
+    assert reasoner.answer_many([(_sample(music_wav, "What kind of audio is this?", kinds, "music"), None)])[0].text == "music"
+    heard = " ".join(f.text for f in reasoner.listener.listen(str(speech_wav[0])))
+    assert "fox" not in heard.lower()  # the words themselves need ASR
 
 
-def test_irrelevant_records_can_mislead(reasoner, tiny_bench):
-    """Averaged over a benchmark, all tools do worse than the one relevant tool (attention dilution)."""
-    from autagent.scoring import is_correct
-
-    records = tiny_bench["records"]
-    tool_samples = [s for s in tiny_bench["train"] if s.meta["tools"]]
-    relevant = sum(is_correct(s, reasoner.answer(s, [records[s.id][t] for t in s.meta["tools"]])) for s in tool_samples)
-    everything = sum(is_correct(s, reasoner.answer(s, list(records[s.id].values()))) for s in tool_samples)
-    none = sum(is_correct(s, reasoner.answer(s, None)) for s in tool_samples)
-    assert relevant > everything and relevant > none
+def test_a_clip_that_cannot_be_heard_is_an_error_not_a_crash(reasoner, tmp_path):
+    empty = tmp_path / "empty.wav"
+    empty.write_bytes(b"")
+    (reply,) = reasoner.answer_many([(_sample(empty, "q?", ["a", "b"], "a"), None)])
+    assert reply.text is None and str(empty) in reply.error
 
 
-def test_answer_cache_persists_and_survives_a_torn_line(reasoner, tmp_path, speech_wav):
-    sample = _sample(speech_wav[0], "What kind of audio is this recording?", ["speech", "music"], "speech")
-    first = CachedReasoner(reasoner, tmp_path)
-    assert first.answer(sample, None) == "speech" and first.calls == 1
-    first.close()
-    cache_file = next(tmp_path.glob("*.jsonl"))
+class _Flaky:
+    name = "flaky"
+
+    def __init__(self):
+        self.calls = 0
+
+    def fingerprint(self):
+        return "flaky-1"
+
+    def answer_many(self, requests):
+        self.calls += len(requests)
+        return [Reply(None, "HTTP 503") if s.question == "fails" else Reply(s.choices[0]) for s, _ in requests]
+
+
+def test_answer_cache_keys_by_content_and_never_caches_failures(tmp_path, speech_wav, music_wav):
+    clip = tmp_path / "clip.wav"
+    shutil.copy(speech_wav[0], clip)
+    inner = _Flaky()
+    cached = CachedReasoner(inner, tmp_path / "answers")
+    ok, bad = _sample(clip, "works", ["x", "y"], "x"), _sample(clip, "fails", ["x", "y"], "x")
+    assert [r.text for r in cached.ask([(ok, None), (bad, None)])] == ["x", None]
+    assert cached.failures == 1 and inner.calls == 2
+    cached.close()
+    again = CachedReasoner(inner, tmp_path / "answers")
+    again.ask([(ok, None), (bad, None)])
+    assert inner.calls == 3 and again.hits == 1  # the failure was retried, the answer served from disk
+    shutil.copy(music_wav, clip)  # same path, other audio (data regenerated): a new question
+    again.ask([(ok, None)])
+    assert inner.calls == 4
+    again.close()
+    cache_file = next((tmp_path / "answers").glob("*.jsonl"))
     with open(cache_file, "a") as handle:
         handle.write('{"key": "torn')
-    second = CachedReasoner(reasoner, tmp_path)
-    assert second.answer(sample, None) == "speech" and second.calls == 0 and second.hits == 1
+    third = CachedReasoner(inner, tmp_path / "answers")
+    assert third.ask([(ok, None)])[0].text == "x" and third.hits == 1  # a torn last line is ignored
 
 
-def test_prompts_and_reply_matching():
+def test_prompts_show_records_in_the_papers_shapes_and_replies_map_to_choices():
     choices = ["C major", "A minor"]
     assert "Tool outputs" not in render("Which chord?", choices, None)
-    with_tools = render("Which chord?", choices, [{"tool": "chords", "output": [{"chord": "A:min"}], "backend": "x", "version": "y"}])
-    assert '"tool": "chords"' in with_tools and "backend" not in with_tools
+    record = {"tool": "chords", "output": [{"start": 0.0, "end": 2.0, "chord": "A:min"}], "backend": "x", "version": "y"}
+    with_tools = render("Which chord?", choices, [record, {"tool": "tempo", "output": {"bpm": 117.19, "beats": []}}])
+    assert '{"timestamp": [0.0, 2.0], "value": "A:min"}' in with_tools and '"output": "117.19"' in with_tools
+    assert "backend" not in with_tools
     assert match_choice("(B)", choices) == "A minor" and match_choice("It is C major.", choices) == "C major"
     assert match_choice("no idea", choices) is None and match_choice(None, choices) is None
 
 
+# ---- an OpenAI-compatible server that misbehaves -----------------------------------------------------------
 class _Handler(BaseHTTPRequestHandler):
     requests: list = []
-    fail_first: set = set()
+    counts: dict = {}
     lock = threading.Lock()
+
+    def _reply(self, status, body: bytes, headers=()):
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
     def do_POST(self):  # noqa: N802 - http.server API
         body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-        text = body["messages"][0]["content"][1]["text"]
+        question = body["messages"][0]["content"][1]["text"].split("Question: ")[1].split("\n")[0]
         with self.lock:
-            type(self).requests.append({"auth": self.headers.get("Authorization"), "body": body})
-            fail = text in self.fail_first
-            self.fail_first.discard(text)
-        if fail:
-            self.send_response(503)
-            self.end_headers()
-            return
-        reply = {"choices": [{"message": {"content": "A minor" if "chord" in text else "music"}}]}
-        data = json.dumps(reply).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(data)))
-        self.end_headers()
-        self.wfile.write(data)
+            type(self).requests.append({"auth": self.headers.get("Authorization"), "question": question})
+            n = self.counts[question] = self.counts.get(question, 0) + 1
+        if question == "hang":
+            time.sleep(2.0)
+        elif question == "reset":
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+            self.connection.close()
+        elif question == "burst" and n <= 2:
+            self._reply(429, b"slow down", [("Retry-After", "0.05")])
+        elif question == "malformed":
+            self._reply(200, b'{"choices": [', [("Content-Type", "application/json")])
+        elif question == "html":
+            self._reply(200, b"<html><body>502 Bad Gateway</body></html>", [("Content-Type", "text/html")])
+        elif question == "always503":
+            self._reply(503, b"")
+        else:
+            content = "<b>junk</b>" if question == "junk" else "music"
+            self._reply(200, json.dumps({"choices": [{"message": {"content": content}}]}).encode(),
+                        [("Content-Type", "application/json")])
 
     def log_message(self, *args):
         pass
@@ -107,39 +157,36 @@ class _Handler(BaseHTTPRequestHandler):
 
 @pytest.fixture()
 def server():
-    _Handler.requests = []
+    _Handler.requests, _Handler.counts = [], {}
     httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
     yield f"http://127.0.0.1:{httpd.server_address[1]}/v1"
     httpd.shutdown()
 
 
-def test_openai_reasoner_against_local_server(server, speech_wav, monkeypatch, caplog):
+def test_openai_reasoner_retries_with_backoff_counts_errors_and_caches_only_answers(server, speech_wav, monkeypatch,
+                                                                                    caplog, tmp_path):
     from autagent.config import OpenAIConfig
     from autagent.reasoners.openai_compat import OpenAIReasoner
 
     monkeypatch.setenv("TEST_AUDIO_KEY", "sk-secret-123")
-    config = OpenAIConfig(base_url=server, model="qwen2-audio", api_key_env="TEST_AUDIO_KEY", max_concurrency=2,
-                          max_retries=2, timeout_s=5.0)
-    client = OpenAIReasoner(config)
-    chord = _sample(speech_wav[0], "Which chord is played?", ["C major", "A minor"], "A minor", "c1")
-    kind = _sample(speech_wav[0], "What kind of audio?", ["speech", "music"], "speech", "k1")
-    _Handler.fail_first = {render(chord.question, chord.choices, None)}
+    config = OpenAIConfig(base_url=server, model="qwen2-audio", api_key_env="TEST_AUDIO_KEY", max_concurrency=4,
+                          max_retries=2, timeout_s=0.5, backoff_s=0.01, max_backoff_s=0.1)
+    inner = OpenAIReasoner(config)
+    cached = CachedReasoner(inner, tmp_path)
+    questions = ["fine", "hang", "reset", "burst", "malformed", "html", "always503", "junk"]
+    samples = [_sample(speech_wav[0], q, ["speech", "music"], "speech", q) for q in questions]
     with caplog.at_level(logging.WARNING):
-        replies = client.answer_many([(chord, None), (kind, None)])
-    assert replies == ["A minor", "music"]
-    assert len(_Handler.requests) == 3  # one 503 retried
-    first = _Handler.requests[0]
-    assert first["auth"] == "Bearer sk-secret-123"
-    assert first["body"]["messages"][0]["content"][0]["type"] == "input_audio"
-    assert "sk-secret-123" not in caplog.text and "sk-secret-123" not in client.fingerprint()
-
-
-def test_openai_reasoner_gives_up_as_unanswered(speech_wav):
-    from autagent.config import OpenAIConfig
-    from autagent.reasoners.openai_compat import OpenAIReasoner
-
-    client = OpenAIReasoner(OpenAIConfig(base_url="http://127.0.0.1:9/v1", max_retries=1, timeout_s=0.5))
-    sample = _sample(speech_wav[0], "q?", ["a", "b"], "a")
-    assert client.answer(sample, None) is None and client.failures == 1
+        replies = dict(zip(questions, cached.ask([(s, None) for s in samples])))
+    assert replies["fine"] == Reply("music") and replies["burst"] == Reply("music") and replies["junk"] == Reply("<b>junk</b>")
+    for q in ("hang", "reset", "malformed", "html", "always503"):
+        assert replies[q].text is None and replies[q].error, q
+        assert _Handler.counts[q] == 3, q  # bounded: one try and two retries
+    assert "Timeout" in replies["hang"].error and "malformed" in replies["html"].error
+    assert cached.failures == 5 and inner.failures == 5
+    cached.close()
+    stored = [json.loads(line) for line in next(tmp_path.glob("*.jsonl")).read_text().splitlines()]
+    assert len(stored) == 3  # fine, burst and junk: a failure is never an answer
+    assert _Handler.requests[0]["auth"] == "Bearer sk-secret-123"
+    written = caplog.text + inner.fingerprint() + next(tmp_path.glob("*.jsonl")).read_text()
+    assert "sk-secret-123" not in written

@@ -1,9 +1,11 @@
-"""MMAU string matching (with missing predictions counted wrong) and both rewards' truth tables."""
+"""MMAU string matching, our figure (labels read, missing replies wrong) beside the official one,
+and both rewards' truth tables."""
 from __future__ import annotations
 
 import pytest
 
-from autagent.scoring import string_match
+from autagent.data.sample import Sample
+from autagent.scoring import is_correct, official_correct, resolve_reply, string_match
 from rewards import binary_reward, differential_reward, get_reward
 
 CHOICES = ["C major", "A minor", "F major", "G major"]
@@ -17,13 +19,28 @@ def test_string_match(prediction, expected):
     assert string_match("A minor", prediction, CHOICES) is expected
 
 
+@pytest.mark.parametrize("reply, resolved", [("B", "A minor"), ("(B)", "A minor"), ("b.", "A minor"), ("B. A minor", "A minor"),
+                                             ("(B) A minor", "A minor"), ("(E)", "(E)"), ("Bach", "Bach"), ("A minor", "A minor")])
+def test_a_label_reply_reads_as_its_choice(reply, resolved):
+    assert resolve_reply(reply, CHOICES) == resolved
+
+
+def test_ours_and_the_official_figure():
+    sample = Sample(id="s", audio="", question="q", choices=tuple(CHOICES), answer="A minor")
+    assert is_correct(sample, "B") and not string_match("A minor", "B", CHOICES)  # the scripts score a label wrong
+    assert official_correct(sample, "B") is False and official_correct(sample, None) is None  # missing: skipped
+    assert is_correct(sample, None) is False  # ours: counted, wrong
+    bad = Sample(id="r", audio="", question="", choices=(), answer="", meta={"unscorable": "field 'choices': missing"})
+    assert is_correct(bad, "anything") is False and official_correct(bad, "x") is None
+
+
 # (base correct, with-tools correct) -> (differential, binary)
 TRUTH = {(False, True): (1.0, 1.0), (True, True): (0.0, 1.0), (False, False): (0.0, 0.0), (True, False): (-1.0, 0.0)}
 
 
 @pytest.mark.parametrize("base_ok, tool_ok", list(TRUTH))
 def test_reward_truth_table(base_ok, tool_ok):
-    columns = dict(predictions=["A minor" if tool_ok else "C major"], base_predictions=["A minor" if base_ok else None],
+    columns = dict(predictions=["A minor" if tool_ok else "C major"], base_predictions=["B" if base_ok else None],
                    answer=["A minor"], choices=[CHOICES])
     assert differential_reward(["q"], ["chords"], **columns) == [TRUTH[(base_ok, tool_ok)][0]]
     assert binary_reward(["q"], ["chords"], **columns) == [TRUTH[(base_ok, tool_ok)][1]]
