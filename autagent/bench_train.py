@@ -49,10 +49,9 @@ def main() -> None:
     print(f"reasoner calls: {t['reasoner_calls']} made vs {t['naive_reasoner_calls']} naive "
           f"({t['naive_reasoner_calls'] / max(t['reasoner_calls'], 1):.1f}x fewer; fresh answer cache)")
     from autagent.pipeline import load_splits
-    from tools import TOOL_IDS
 
     splits = load_splits(config)
-    once = len({x.audio for x in splits.train + splits.dev + splits.test}) * len(TOOL_IDS)
+    once = len({x.audio for x in splits.train + splits.dev + splits.test}) * len(config.tools.tool_ids)
     made = t["tool_runs"] or once
     print(f"tool executions: {t['tool_runs']} made in this run ({'cache warm; ' if not t['tool_runs'] else ''}a cold run makes "
           f"one per (clip, tool), {once} for train+dev+test) vs {t['naive_tool_runs']} naive for the training steps "
@@ -65,10 +64,10 @@ def main() -> None:
     for sample in samples:
         plugin.featurizer.audio._memo.clear()
         t0 = time.perf_counter()
-        plugin.select(sample.audio, sample.question)
+        plugin.select(sample.audio, sample.question, sample.choices)
         cold.append(time.perf_counter() - t0)
         t0 = time.perf_counter()
-        plugin.select(sample.audio, sample.question)
+        plugin.select(sample.audio, sample.question, sample.choices)
         warm.append(time.perf_counter() - t0)
     print(f"router selection latency per query: median {1000 * statistics.median(cold):.1f} ms with audio encoding, "
           f"{1000 * statistics.median(warm):.2f} ms with the clip's features memoised ({len(samples)} queries)")

@@ -215,9 +215,9 @@ def drive_datasets(tally: Tally, folder: Path) -> None:
                 tally.rows_lost += abs(expected_rows - report["loaded"] - len(report["rejected"]))
             except (json.JSONDecodeError, KeyError):
                 tally.record(f"rows {path.name}: validate output", False, out.stdout[:200])
-        for name, row in variants:  # each odd row alone, as a one-row file
-            single = folder / f"{fmt}-single.jsonl"
-            single.write_text(json.dumps(row) + "\n")
+        for name, row in variants:  # each odd row alone, as a one-row JSON list
+            single = folder / f"{fmt}-single.json"
+            single.write_text(json.dumps([row]))
             loaded = guarded(tally, f"rows {fmt} {name}", lambda: load(single, fmt))
             if loaded is not None and len(loaded.samples) != 1:
                 tally.rows_lost += 1
