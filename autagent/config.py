@@ -194,7 +194,10 @@ class PolicyConfig:
             raise ValueError(f"policy.kind must be 'router' or 'lm', got {self.kind!r}")
         from .policies.lm.config import LMPolicyConfig
 
-        from_dict(LMPolicyConfig, self.lm, "policy.lm")
+        try:
+            from_dict(LMPolicyConfig, self.lm, "policy.lm", source="")
+        except ConfigError as err:  # re-raised by the enclosing from_dict with the file's name
+            raise ValueError(str(err).removeprefix(": ")) from None
 
 
 @dataclass

@@ -209,16 +209,19 @@ def load(directory: str | Path, check_installed_tools: bool = True, tools_profil
     """Load and verify a plugin directory; raises :class:`PluginError` with the reason."""
     directory = Path(directory)
     manifest = read_manifest(directory, expected_sha256, key_file)
-    if check_installed_tools:
-        check_tools(manifest, tools_profile, tool_settings)
-    kind = manifest.get("policy")
-    if kind == "router":
-        check_encoders(manifest)
-        return RouterPlugin(directory, manifest)
-    if kind == "lm":
-        from .policies.lm.plugin import LMPlugin
+    try:
+        if check_installed_tools:
+            check_tools(manifest, tools_profile, tool_settings)
+        kind = manifest.get("policy")
+        if kind == "router":
+            check_encoders(manifest)
+            return RouterPlugin(directory, manifest)
+        if kind == "lm":
+            from .policies.lm.plugin import LMPlugin
 
-        return LMPlugin(directory, manifest)
+            return LMPlugin(directory, manifest)
+    except (KeyError, TypeError, ValueError) as err:  # a signed-off manifest whose fields have the wrong shape
+        raise PluginError(f"{directory}: manifest field {err} is missing or malformed") from err
     raise PluginError(f"{directory}: unknown policy kind {kind!r}")
 
 
@@ -240,12 +243,15 @@ def verify(directory: str | Path, expected_sha256: str | None = None, key_file: 
     report["checks"]["signature"] = ("verified" if key else "not checked (no key given)") if manifest.get("signature") else (
         "unsigned")
     for name, check in (("tools", lambda: check_tools(manifest, tools_profile, tool_settings)),
-                        ("encoders", lambda: check_encoders(manifest) if manifest.get("policy") == "router" else None)):
+                        ("encoders", lambda: check_encoders(manifest) if manifest.get("policy") == "router" else None),
+                        ("loads", lambda: load(directory, True, tools_profile, tool_settings, expected_sha256, key_file))):
         try:
             check()
             report["checks"][name] = "ok"
         except PluginError as err:
             report["checks"][name] = str(err)
+        except (KeyError, TypeError, ValueError) as err:  # a manifest whose fields have the wrong shape
+            report["checks"][name] = f"{directory}: manifest field {err} is missing or malformed"
     report["ok"] = all(v in ("ok", "not pinned", "verified", "unsigned", "not checked (no key given)")
                        for v in report["checks"].values())
     return report

@@ -179,10 +179,11 @@ def test_lm_policy_learns_a_rewarded_index_list(tiny_bench, tmp_path):
 
     trainer, processor, samples = _trainer(tiny_bench, tmp_path, rewards_tempo_alone, **{"grpo.steps": 30,
                                                                                         "grpo.advantage": "group"})
-    probe = samples[0]
-    before = completion_logprob(trainer.model, processor, agent_prompt(probe.question, SIX), probe.audio, "<answer>4</answer>")
+    probe, grammar = samples[0], trainer.grammar
+    prompt = agent_prompt(probe.question, SIX)
+    before = completion_logprob(trainer.model, processor, prompt, probe.audio, "<answer>4</answer>", grammar=grammar)
     trainer.train()
-    after = completion_logprob(trainer.model, processor, agent_prompt(probe.question, SIX), probe.audio, "<answer>4</answer>")
+    after = completion_logprob(trainer.model, processor, prompt, probe.audio, "<answer>4</answer>", grammar=grammar)
     rewards = [row["reward"] for row in trainer.state.log_history if "reward" in row]
     assert after > before + 1.0, (before, after)
     assert sum(rewards[-5:]) / 5 > sum(rewards[:5]) / 5

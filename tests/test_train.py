@@ -47,13 +47,16 @@ def test_policy_moves_toward_rewarded_tools(setup):
 
 
 def test_the_rewards_train_the_same_policy_under_group_and_different_ones_under_reward(setup):
-    def weights(reward, advantage):
+    """Under Eq. 2 the two rewards give the same advantages, so the same policy (up to float rounding,
+    which Adam can magnify on parameters whose gradient is ~0); under A = r they train apart."""
+    def probabilities(reward, advantage):
         trainer = _trainer(setup, steps=6, reward=reward, advantage=advantage)
         trainer.train()
-        return torch.cat([p.detach().flatten() for p in trainer.policy.parameters()])
+        return trainer.policy.tool_probabilities(trainer.features)
 
-    assert torch.allclose(weights("differential", "group"), weights("binary", "group"), atol=1e-6)
-    assert (weights("differential", "reward") - weights("binary", "reward")).abs().max() > 1e-3
+    same = (probabilities("differential", "group") - probabilities("binary", "group")).abs().max()
+    apart = (probabilities("differential", "reward") - probabilities("binary", "reward")).abs().max()
+    assert same < 1e-3 and apart > 0.05, (float(same), float(apart))
 
 
 def test_resume_matches_an_uninterrupted_run(setup, tmp_path):

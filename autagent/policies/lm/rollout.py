@@ -85,8 +85,10 @@ def masked_logps(logits, completion_ids, index, valid, temperature: float):
     return token_logp, entropy
 
 
-def completion_logprob(model, processor, question_prompt: str, audio: str, completion: str, max_seconds: float = 30.0) -> float:
-    """log π(completion | clip, prompt) under ``model``, teacher-forced, EOS included."""
+def completion_logprob(model, processor, question_prompt: str, audio: str, completion: str, max_seconds: float = 30.0,
+                       grammar: AnswerGrammar | None = None) -> float:
+    """log π(completion | clip, prompt) under ``model``, teacher-forced, EOS included; under ``grammar``
+    when given (the distribution constrained decoding samples from)."""
     import torch
 
     inputs = encode_prompts(processor, [question_prompt], [audio], max_seconds)
@@ -95,7 +97,11 @@ def completion_logprob(model, processor, question_prompt: str, audio: str, compl
     with torch.no_grad():
         logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), input_features=inputs["input_features"],
                        feature_attention_mask=inputs["feature_attention_mask"]).logits
-    logp = torch.log_softmax(logits[0, -len(target) - 1:-1].float(), dim=-1)
+    logits = logits[:, -len(target) - 1:-1].float()
+    if grammar is not None:
+        index, valid = grammar_allowed(grammar, [target], len(target))
+        return float(masked_logps(logits, torch.tensor([target]), index, valid, 1.0)[0].sum())
+    logp = torch.log_softmax(logits[0], dim=-1)
     return float(logp.gather(1, torch.tensor(target).unsqueeze(1)).sum())
 
 

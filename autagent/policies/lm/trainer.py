@@ -79,9 +79,13 @@ def trainer_class():
                 completion = ids[:, -logits_to_keep:]
                 rows = [row[m.bool()].tolist() for row, m in zip(completion, mask[:, -logits_to_keep:])]
                 index, valid = grammar_allowed(self.grammar, rows, logits_to_keep)
-                token_logp, entropy = masked_logps(logits[:, :-1], completion, index, valid, self.temperature)
-                logps.append(token_logp)
-                entropies.append(entropy)
+                # positions -k-1 .. -2 predict the k completion tokens (whether or not logits_to_keep was honoured)
+                scores = logits[:, -(logits_to_keep + 1):-1]
+                token_logp, entropy = masked_logps(scores, completion, index, valid, self.temperature)
+                inside = torch.arange(logits_to_keep, device=ids.device)[None] < torch.tensor([len(r) for r in rows],
+                                                                                                device=ids.device)[:, None]
+                logps.append(torch.where(inside, token_logp, torch.zeros_like(token_logp)))  # padding: 0, not -inf
+                entropies.append(torch.where(inside, entropy, torch.zeros_like(entropy)))
             return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None), None
 
     return AudioGRPOTrainer
