@@ -58,6 +58,7 @@ test: ## every test; fails when no test ran
 bench:
 	$(PY) tools/bench
 	$(PY) autagent/bench_train.py
+	$(PY) autagent/bench_scaling.py
 
 clean:
 	rm -rf runs .cache data/embedded
