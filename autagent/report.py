@@ -82,6 +82,13 @@ def markdown_report(metrics: dict) -> str:
         for name, s in selection.items():
             lines.append(f"| {label(name)} | {_pct(s['precision'])} | {_pct(s['recall'])} | "
                          f"{_pct(s['no_call_share_on_hearing_items'])} |")
+        kinds = sorted({k for s in selection.values() for k in s["per_kind"]})
+        lines += ["", "Precision / recall per question kind (– where nothing was called or nothing is needed):", "",
+                  "| kind | " + " | ".join(label(n) for n in selection) + " |", "|---|" + "---|" * len(selection)]
+        for kind in kinds:
+            cells = [s["per_kind"].get(kind, {}) for s in selection.values()]
+            lines.append(f"| {kind} | " + " | ".join(f"{_pct(c.get('precision'))} / {_pct(c.get('recall'))}"
+                                                       for c in cells) + " |")
     return "\n".join(lines) + "\n"
 
 

@@ -45,7 +45,13 @@ def test_train_then_resume_then_eval_select_answer(tiny_config, tiny_bench, tmp_
     for name in ("config.yaml", "report.md", "predictions.jsonl", "accuracy.png", "tool_calls.png", "training.png",
                  "plugin/manifest.json", "plugin/model.safetensors"):
         assert (run_dir / name).exists(), name
-    assert "| No-Tool |" in (run_dir / "report.md").read_text()
+    report = (run_dir / "report.md").read_text()
+    assert "| No-Tool |" in report
+    # selection quality per question kind: the policy's precision / recall is the table's last column
+    kind, quality = next(iter(metrics["methods"]["policy"]["selection"]["per_kind"].items()))
+    rows = [line for line in report.splitlines() if line.startswith(f"| {kind} |") and " / " in line]
+    shown = "–" if quality["precision"] is None else f"{100 * quality['precision']:.1f}"
+    assert len(rows) == 1 and rows[0].split("|")[-2].strip().startswith(shown + " / ")
 
     # a second fresh start is refused; --resume continues to the new step count
     assert main(["train", "--config", str(config)]) == 2
