@@ -150,7 +150,7 @@ class RewardConfig:
 @dataclass
 class EvalConfig:
     methods: list = field(default_factory=lambda: ["no_tool", "random", "all_tools", "tools_desc", "single",
-                                                   "oracle_single", "oracle_subsets", "policy"])
+                                                   "oracle_single", "oracle_subsets", "oracle_kind", "policy"])
     """Baselines to run (see autagent.evaluate.METHODS; single:<tool> for one tool)."""
     random_seed: int = 0
     """Seed of the Random Selection baseline."""

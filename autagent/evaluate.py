@@ -2,7 +2,9 @@
 
 Methods (``metrics.json`` names): ``no_tool``, ``random``, ``all_tools``, ``tools_desc``,
 ``single:<tool>`` for each enabled tool, ``oracle_single`` (right if any single tool's path is
-right), ``oracle_subsets`` (right if any subset's path is right) and ``policy`` (a trained plugin).
+right), ``oracle_subsets`` (right if any subset's path is right), ``oracle_kind`` (the best fixed
+subset per question kind: the ceiling of a lookup table from question type to tools) and ``policy``
+(a trained plugin).
 Every reasoner call goes through the answer cache, so methods share answers.
 
 Every row counts: a row the loader could not score, a clip no tool or reasoner could read and a
@@ -23,7 +25,9 @@ from .reasoners.base import Reply
 from .scoring import is_correct, official_correct
 
 Subset = tuple[str, ...]
-METHODS = ("no_tool", "random", "all_tools", "tools_desc", "single", "oracle_single", "oracle_subsets", "policy")
+METHODS = ("no_tool", "random", "all_tools", "tools_desc", "single", "oracle_single", "oracle_subsets", "oracle_kind",
+           "policy")
+SELECTORS = ("random", "tools_desc", "oracle_subsets", "oracle_kind", "policy")  # methods whose choice is scored
 
 
 def check_methods(methods, tool_ids) -> None:
@@ -66,9 +70,15 @@ def run_method(reasoner, samples, records, subsets: list[Subset]) -> MethodResul
                         [r.error for r in replies])
 
 
-def oracle(reasoner, samples, records, candidates: list[Subset]) -> MethodResult:
+def every_subset(reasoner, samples, records, candidates: list[Subset]) -> dict[Subset, MethodResult]:
+    """Each candidate subset applied to every sample."""
+    return {c: run_method(reasoner, samples, records, [c] * len(samples)) for c in candidates}
+
+
+def oracle(reasoner, samples, records, candidates: list[Subset],
+           per_candidate: dict[Subset, MethodResult] | None = None) -> MethodResult:
     """Per sample, the smallest candidate subset whose answer is right (or the first, if none is)."""
-    per_candidate = {c: run_method(reasoner, samples, records, [c] * len(samples)) for c in candidates}
+    per_candidate = per_candidate or every_subset(reasoner, samples, records, candidates)
     subsets, predictions, correct, errors = [], [], [], []
     for i in range(len(samples)):
         right = [c for c in candidates if per_candidate[c].correct[i]]
@@ -78,6 +88,23 @@ def oracle(reasoner, samples, records, candidates: list[Subset]) -> MethodResult
         correct.append(bool(right))
         errors.append(per_candidate[chosen].errors[i])
     return MethodResult(subsets, predictions, correct, errors)
+
+
+def lookup_oracle(samples, per_candidate: dict[Subset, MethodResult]) -> MethodResult:
+    """Per question kind (``category``), the one subset right most often on it (fewest tools on ties).
+    Chosen on the evaluated split itself, so it bounds from above any selector that only recognises the
+    kind from the question: a router must beat it to show it reads the choices or the audio."""
+    by_kind: dict[str, list[int]] = defaultdict(list)
+    for i, sample in enumerate(samples):
+        by_kind[str(sample.category)].append(i)
+    chosen: list[Subset] = [()] * len(samples)
+    for rows in by_kind.values():
+        best = max(per_candidate, key=lambda c: (sum(per_candidate[c].correct[i] for i in rows), -len(c)))
+        for i in rows:
+            chosen[i] = best
+    picked = [per_candidate[c] for c in chosen]
+    return MethodResult(chosen, [r.predictions[i] for i, r in enumerate(picked)],
+                        [r.correct[i] for i, r in enumerate(picked)], [r.errors[i] for i, r in enumerate(picked)])
 
 
 def _rates(samples, result: MethodResult, key: Callable) -> dict:
@@ -162,8 +189,13 @@ def evaluate(samples: list[Sample], records: dict[str, dict], reasoner, methods:
     plan += [(f"single:{t}", fixed((t,))) for t in singles]
     if "oracle_single" in wanted:
         plan.append(("oracle_single", lambda: oracle(reasoner, samples, records, [(t,) for t in tool_ids])))
+    subsets = all_subsets(tool_ids, oracle_max_size)
+    shared: dict = {}  # every subset's answers, computed once for both subset oracles
+    answers = lambda: shared.setdefault("all", every_subset(reasoner, samples, records, subsets))  # noqa: E731
     if "oracle_subsets" in wanted:
-        plan.append(("oracle_subsets", lambda: oracle(reasoner, samples, records, all_subsets(tool_ids, oracle_max_size))))
+        plan.append(("oracle_subsets", lambda: oracle(reasoner, samples, records, subsets, answers())))
+    if "oracle_kind" in wanted:
+        plan.append(("oracle_kind", lambda: lookup_oracle(samples, answers())))
     if "policy" in wanted and policy_select is not None:
         plan.append(("policy", lambda: run_method(reasoner, samples, records, policy_select(samples))))
     results: dict[str, MethodResult] = {}
@@ -171,7 +203,7 @@ def evaluate(samples: list[Sample], records: dict[str, dict], reasoner, methods:
         results[name] = run()
     block = {name: summarise(samples, r, tool_ids) for name, r in results.items()}
     for name, r in results.items():
-        quality = selection_quality(samples, r.subsets) if name in ("random", "tools_desc", "policy", "oracle_subsets") else None
+        quality = selection_quality(samples, r.subsets) if name in SELECTORS else None
         if quality:
             block[name]["selection"] = quality
         if name != "no_tool" and "no_tool" in results:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 LABELS = {"no_tool": "No-Tool", "random": "Random Selection", "all_tools": "All-Tools",
           "tools_desc": "Tools-with-Descriptions", "oracle_single": "Oracle (single tool)",
-          "oracle_subsets": "Oracle (all subsets)", "policy": "AuTAgent (trained policy)"}
+          "oracle_subsets": "Oracle (all subsets)", "oracle_kind": "Oracle (one subset per kind)",
+          "policy": "AuTAgent (trained policy)"}
 
 
 def tool_label(tool: str) -> str:

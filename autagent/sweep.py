@@ -26,7 +26,7 @@ import yaml
 
 from .config import ConfigError, load_config
 
-BASELINES = ("no_tool", "random", "all_tools", "tools_desc", "oracle_single", "oracle_subsets")
+BASELINES = ("no_tool", "random", "all_tools", "tools_desc", "oracle_single", "oracle_subsets", "oracle_kind")
 
 
 def read_sweep(path: str | Path) -> dict:

@@ -32,7 +32,7 @@ def test_train_then_resume_then_eval_select_answer(tiny_config, tiny_bench, tmp_
         assert main(["train", "--config", str(config)]) == 0
     assert "rows held out of train (data.dev_fraction 0.2, seed 0)" in caplog.text
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    expected = {"no_tool", "random", "all_tools", "tools_desc", "oracle_single", "oracle_subsets", "policy",
+    expected = {"no_tool", "random", "all_tools", "tools_desc", "oracle_single", "oracle_subsets", "oracle_kind", "policy",
                 *[f"single:{t}" for t in tiny_bench["tools"]]}
     assert set(metrics["methods"]) == expected and metrics["n"] == len(tiny_bench["test"])
     for method in metrics["methods"].values():

@@ -57,3 +57,17 @@ def test_trl_signature_batch_and_tool_cost():
         get_reward("binary", 0.1)(["q"], ["asr"], predictions=["x"], answer=["x"], choices=[["x", "y"]])
     with pytest.raises(ValueError, match="reward.kind"):
         get_reward("shaped")
+
+
+def test_lookup_oracle_takes_one_subset_per_kind():
+    """The per-kind ceiling: one subset for every item of a kind, the one right most often there,
+    fewest tools on ties; it can score below the per-item oracle, never above."""
+    from autagent.evaluate import MethodResult, lookup_oracle
+
+    samples = [Sample(f"s{i}", "a.wav", "q", ("x", "y"), "x", category=kind) for i, kind in enumerate("aaab")]
+    right = {(): [False, False, True, True], ("asr",): [True, True, False, False], ("asr", "tempo"): [True, True, False, True]}
+    per_candidate = {c: MethodResult([c] * 4, ["x" if ok else "y" for ok in v], v, [None] * 4) for c, v in right.items()}
+    result = lookup_oracle(samples, per_candidate)
+    assert result.subsets == [("asr",)] * 3 + [()]  # kind a: asr and asr+tempo tie at 2 of 3 -> fewer tools
+    assert result.correct == [True, True, False, True]
+    assert result.predictions == ["x", "x", "y", "x"]
