@@ -76,7 +76,7 @@ def main() -> None:
             started = time.perf_counter()
             router.select(features[i:i + 1])
             latency.append(time.perf_counter() - started)
-        tokens = len(tokenizer(agent_prompt(questions[0], tool_ids))["input_ids"])
+        tokens = len(tokenizer(agent_prompt(questions[0], tool_ids), verbose=False)["input_ids"])
         selector = DescriptionSelector(tool_ids)
         desc = []
         for sample in queries:
