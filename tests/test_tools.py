@@ -157,3 +157,20 @@ def test_speakers_counts_voices_and_finds_turn_changes(runner, tmp_path, voices,
 def test_unknown_profile_is_refused():
     with pytest.raises(ValueError, match="unknown tool profile 'gpu'"):
         ToolRunner("gpu")
+
+
+def test_a_code_revision_changes_the_version_and_so_the_cache_key():
+    """Records computed by older code of a backend are not reused once its revision is bumped; the
+    settings fingerprint still follows any setting."""
+    import dataclasses
+
+    from tools.registry import get_tool
+
+    backend = get_tool("asr").backends["embedded"]
+    settings = backend.settings(None)
+    assert backend.revision and f"+r{backend.revision}+" in backend.version(settings)
+    older = dataclasses.replace(backend, revision="1")
+    unrevised = dataclasses.replace(backend, revision="")
+    assert len({backend.version(settings), older.version(settings), unrevised.version(settings)}) == 3
+    assert "+r" not in unrevised.version(settings)
+    assert backend.version({**settings, "beam_size": 2}) != backend.version(settings)

@@ -122,7 +122,7 @@ SPEC = ToolSpec(id="asr", paper_index=0, description=DESCRIPTION, domains=("spee
                 output="{text, segments: [{start, end, text}]}", backends={
     "embedded": Backend(name="faster-whisper-tiny.en", library_version=package_version("faster-whisper"),
                         sample_rate=16000, load=_load_faster_whisper, infer=_infer_faster_whisper,
-                        infer_batch=_infer_packed,
+                        infer_batch=_infer_packed, revision="2",  # 2: packed windows split back by word timestamps
                         default_settings={"compute_type": "int8", "cpu_threads": 1, "beam_size": 1, "language": "en",
                                           # one greedy pass: the temperature fallback re-decodes music/noise
                                           # up to six times while hunting for a "good" transcript

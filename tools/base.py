@@ -36,14 +36,19 @@ class Backend:
     default_settings: dict = field(default_factory=dict)
     uses_gpu: bool = False
     infer_batch: Callable[[Any, Sequence[Audio], dict], list] | None = None
+    revision: str = ""
+    """Bumped when the backend's own code changes what it returns: the cache key and plugin manifests
+    carry it, so records computed by older code are not reused."""
 
     def settings(self, overrides: dict | None) -> dict:
         return {**self.default_settings, **(overrides or {})}
 
     def version(self, settings: dict) -> str:
-        """Library version plus a fingerprint of the settings: any change invalidates cached outputs."""
+        """Library version, the code revision (if any) and a fingerprint of the settings: any change
+        invalidates cached outputs."""
         blob = json.dumps(settings, sort_keys=True, default=str).encode()
-        return f"{self.library_version()}+{hashlib.sha1(blob).hexdigest()[:8]}"
+        revision = f"+r{self.revision}" if self.revision else ""
+        return f"{self.library_version()}{revision}+{hashlib.sha1(blob).hexdigest()[:8]}"
 
 
 @dataclass(frozen=True)
