@@ -13,6 +13,7 @@ scripts (missing predictions skipped) for comparison with papers.
 """
 from __future__ import annotations
 
+import functools
 import json
 from collections import Counter, defaultdict
 from dataclasses import dataclass
@@ -190,8 +191,8 @@ def evaluate(samples: list[Sample], records: dict[str, dict], reasoner, methods:
     if "oracle_single" in wanted:
         plan.append(("oracle_single", lambda: oracle(reasoner, samples, records, [(t,) for t in tool_ids])))
     subsets = all_subsets(tool_ids, oracle_max_size)
-    shared: dict = {}  # every subset's answers, computed once for both subset oracles
-    answers = lambda: shared.setdefault("all", every_subset(reasoner, samples, records, subsets))  # noqa: E731
+    # every subset's answers, computed once for both subset oracles (setdefault would compute them per call)
+    answers = functools.cache(lambda: every_subset(reasoner, samples, records, subsets))
     if "oracle_subsets" in wanted:
         plan.append(("oracle_subsets", lambda: oracle(reasoner, samples, records, subsets, answers())))
     if "oracle_kind" in wanted:

@@ -204,6 +204,11 @@ class RouterPlugin:
         return {t: round(float(p), 4) for t, p in zip(self.tools, probs)}
 
 
+def _malformed(directory, err: Exception) -> str:
+    """The message for a manifest whose fields have the wrong shape (a KeyError, TypeError or ValueError)."""
+    return f"{directory}: manifest field {err} is missing or malformed"
+
+
 def load(directory: str | Path, check_installed_tools: bool = True, tools_profile: str | None = None,
          tool_settings: dict | None = None, expected_sha256: str | None = None, key_file: str | None = None):
     """Load and verify a plugin directory; raises :class:`PluginError` with the reason."""
@@ -221,7 +226,7 @@ def load(directory: str | Path, check_installed_tools: bool = True, tools_profil
 
             return LMPlugin(directory, manifest)
     except (KeyError, TypeError, ValueError) as err:  # a signed-off manifest whose fields have the wrong shape
-        raise PluginError(f"{directory}: manifest field {err} is missing or malformed") from err
+        raise PluginError(_malformed(directory, err)) from err
     raise PluginError(f"{directory}: unknown policy kind {kind!r}")
 
 
@@ -251,7 +256,7 @@ def verify(directory: str | Path, expected_sha256: str | None = None, key_file: 
         except PluginError as err:
             report["checks"][name] = str(err)
         except (KeyError, TypeError, ValueError) as err:  # a manifest whose fields have the wrong shape
-            report["checks"][name] = f"{directory}: manifest field {err} is missing or malformed"
+            report["checks"][name] = _malformed(directory, err)
     report["ok"] = all(v in ("ok", "not pinned", "verified", "unsigned", "not checked (no key given)")
                        for v in report["checks"].values())
     return report
