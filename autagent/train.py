@@ -28,7 +28,7 @@ from safetensors.torch import load_file, save_file
 from rewards import get_reward
 from .data.sample import Sample
 from .grpo import GRPOConfig, advantages, grpo_loss
-from .policies.router import Router, subset_ids
+from .policies.router import Router, drop_inputs, subset_ids
 from .scoring import is_correct
 
 
@@ -48,7 +48,7 @@ class RouterTrainer:
                  reasoner, grpo: GRPOConfig, tool_ids, reward_kind: str = "differential", tool_cost: float = 0.0,
                  run_dir: str | Path | None = None, seed: int = 0, checkpoint_every: int = 1,
                  dev: tuple[torch.Tensor, list[Sample]] | None = None, eval_every: int = 25, logger=None,
-                 progress: bool = False):
+                 progress: bool = False, columns: dict | None = None):
         if len(samples) != features.shape[0]:
             raise ValueError(f"{len(samples)} samples but {features.shape[0]} feature rows")
         self.policy, self.features, self.samples, self.records = policy, features, samples, records
@@ -62,6 +62,8 @@ class RouterTrainer:
         self.run_dir = Path(run_dir) if run_dir else None
         self.checkpoint_every = checkpoint_every
         self.dev, self.eval_every, self.logger, self.progress = dev, eval_every, logger, progress
+        self.columns = columns or {}
+        """Input name -> its feature columns, for ``policy.config.input_dropout``."""
         self.step = 0
         self.counters = TrainCounters()
         self.base_predictions: dict[str, str | None] = {}
@@ -106,8 +108,10 @@ class RouterTrainer:
         cfg = self.cfg
         index = self.batch_indices(self.step)
         batch = [self.samples[i] for i in index]
-        feats = self.features[index]
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.step)
+        feats = self.features[index]
+        if self.policy.config.input_dropout:
+            feats = drop_inputs(feats, self.columns, self.policy.config.input_dropout, generator)
         draws = self.policy.sample(feats, cfg.group_size, generator, cfg.temperature)  # [B, G, T]
         subsets = [[subset_ids(row, self.tool_ids) for row in group] for group in draws]
         predictions = self.answers_for(batch, subsets)
@@ -268,7 +272,7 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict]:
     policy = Router(featurizer.dim, config.policy.router, len(ctx.tool_ids))
     trainer = RouterTrainer(policy, features, ctx.splits.train, ctx.records, ctx.reasoner, config.grpo, ctx.tool_ids,
                             config.reward.kind, config.reward.tool_cost, ctx.run_dir, config.seed, config.checkpoint_every,
-                            dev, logger=ctx.logger, progress=config.logging.progress)
+                            dev, logger=ctx.logger, progress=config.logging.progress, columns=featurizer.columns)
     history = trainer.train(resume=resume)
     counters = trainer.counters
     summary = {"steps": trainer.step, "reasoner_calls": counters.reasoner_calls,

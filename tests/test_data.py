@@ -152,6 +152,23 @@ def test_the_same_question_and_choices_need_different_tools_for_different_clips(
     assert any(len(tools) > 1 for tools in seen.values()), seen
 
 
+def test_describe_asks_one_question_pool_whose_choices_and_audio_decide_the_tools():
+    """In ``describe`` the question text never tells the tool: one phrasing recurs over items that need
+    different tools (and pairs of tools), and the clip's domain follows the axis."""
+    from autagent.data.bench.describe import AXES, describe
+    from autagent.data.bench.kinds import Ctx
+    from autagent.data.bench.phrasings import PHRASINGS
+
+    tools_by_question: dict = {}
+    for seed in range(40):
+        item = describe(Ctx(np.random.default_rng(seed), "test"))
+        assert item.question in PHRASINGS["describe"]["test"] and item.answer in item.choices
+        assert item.domain == AXES[item.facts["axis"]][0] and len(set(item.choices)) == len(item.choices)
+        tools_by_question.setdefault(item.question, set()).add(tuple(item.tools))
+    assert max(len(tools) for tools in tools_by_question.values()) >= 4, tools_by_question
+    assert any(len(t) == 2 for tools in tools_by_question.values() for t in tools)
+
+
 def test_reasoner_and_tools_neither_import_nor_mirror_the_generator():
     root = Path(__file__).resolve().parent.parent
     code = ("import sys, autagent.reasoners.embedded, autagent.reasoners.hearing, tools.pool, tools.registry;"

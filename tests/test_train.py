@@ -92,3 +92,21 @@ def test_reasoner_is_never_asked_twice_for_the_same_subset(setup):
     assert counters.naive_reasoner_calls == 8 * 8 * 7
     assert counters.reasoner_calls == len(trainer.samples) + len(counters.subset_memo)
     assert counters.reasoner_calls < counters.naive_reasoner_calls
+
+
+def test_input_dropout_blanks_only_the_named_input_at_its_rate_and_is_validated(setup):
+    from autagent.policies.router import drop_inputs
+
+    featurizer, _, features, *_ = setup
+    start, end = featurizer.columns["question"]
+    assert list(featurizer.columns) == ["question", "choices", "audio"] and end - start == featurizer.text.dim
+    wide = features.repeat(200 // len(features) + 1, 1)[:200]
+    dropped = drop_inputs(wide, featurizer.columns, {"question": 0.5}, torch.Generator().manual_seed(0))
+    blank = (dropped[:, start:end] == 0).all(dim=1)
+    assert 0.35 < float(blank.float().mean()) < 0.65
+    assert torch.equal(dropped[~blank], wide[~blank]) and torch.equal(dropped[:, end:], wide[:, end:])
+    again = drop_inputs(wide, featurizer.columns, {"question": 0.5}, torch.Generator().manual_seed(0))
+    assert torch.equal(dropped, again)  # seeded per step: resume replays the same masks
+    for bad in ({"audio": 0.5, "nope": 0.1}, {"question": 1.0}):
+        with pytest.raises(ValueError, match="input_dropout"):
+            RouterConfig(inputs=["question", "choices"], input_dropout=bad)

@@ -37,11 +37,19 @@ class RouterConfig:
     """Clip length the audio profile reads."""
     inputs: list = field(default_factory=lambda: list(INPUTS))
     """What the router sees: any of question, choices, audio (the input ablation)."""
+    input_dropout: dict = field(default_factory=dict)
+    """Training only: the chance that an input is blanked for a query in a step, e.g. ``{question: 0.5}``
+    (modality dropout). Test questions are worded in ways training never saw, so a router that can
+    also decide from the choices and the clip generalises better than one that keys on the wording."""
 
     def __post_init__(self):
         unknown = [x for x in self.inputs if x not in INPUTS]
         if unknown or not self.inputs:
             raise ValueError(f"policy.router.inputs must be a non-empty subset of {list(INPUTS)}, got {self.inputs}")
+        bad = {k: v for k, v in self.input_dropout.items()
+               if k not in self.inputs or not isinstance(v, (int, float)) or not 0 <= v < 1}
+        if bad:
+            raise ValueError(f"policy.router.input_dropout maps inputs in {self.inputs} to a chance in [0, 1), got {bad}")
         if self.hidden < 1:
             raise ValueError(f"policy.router.hidden must be >= 1, got {self.hidden}")
 
@@ -79,6 +87,9 @@ class Featurizer:
         self.audio_errors = 0
         sizes = {"question": self.text.dim, "choices": self.text.dim + CHOICE_STATS, "audio": AudioEncoder.dim}
         self.dim = sum(sizes[x] for x in self.inputs)
+        ends = np.cumsum([sizes[x] for x in self.inputs]).tolist()
+        self.columns = {x: (end - sizes[x], end) for x, end in zip(self.inputs, ends)}
+        """Where each input sits in the feature vector: name -> (first column, end)."""
 
     def __call__(self, questions: list[str], audio_paths: list[str], choices: list | None = None) -> torch.Tensor:
         parts = []
@@ -150,6 +161,16 @@ class Router(nn.Module):
     @torch.no_grad()
     def tool_probabilities(self, features: torch.Tensor) -> torch.Tensor:
         return torch.sigmoid(self.logits(features))
+
+
+def drop_inputs(features: torch.Tensor, columns: dict, dropout: dict, generator: torch.Generator) -> torch.Tensor:
+    """A copy of ``features [B, D]`` with each input blanked (zeros) for a query with its ``dropout`` chance."""
+    out = features.clone()
+    for name, chance in dropout.items():
+        start, end = columns[name]
+        blank = torch.rand(len(out), generator=generator) < chance
+        out[blank, start:end] = 0.0
+    return out
 
 
 def subset_ids(row, tool_ids) -> tuple[str, ...]:

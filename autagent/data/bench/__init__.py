@@ -32,6 +32,7 @@ from ..loaders import write_mmau
 from ..sample import Sample
 from . import kinds as K
 from . import speech as P
+from .describe import describe
 
 KINDS: dict[str, tuple[Callable, float]] = {  # kind -> (generator, share of the benchmark)
     "sound_event": (K.sound_event, 10), "scene": (K.scene, 5), "tone": (K.tone, 5),
@@ -41,9 +42,9 @@ KINDS: dict[str, tuple[Callable, float]] = {  # kind -> (generator, share of the
     "emotion": (P.emotion, 5), "speaker_count": (P.speaker_count, 5), "speaker_turn": (P.speaker_turn, 3),
     "background": (P.background, 5), "what_heard": (P.what_heard, 6), "emotion_content": (P.emotion_content, 7),
     "content_background": (P.content_background, 6), "tempo_chord": (K.tempo_chord, 10), "quote_tone": (P.quote_tone, 10),
-    "audio_kind": (P.audio_kind, 3), "duration": (P.duration, 2),
+    "audio_kind": (P.audio_kind, 3), "duration": (P.duration, 2), "describe": (describe, 50),
 }
-VERSION = 2
+VERSION = 3
 
 
 @dataclass

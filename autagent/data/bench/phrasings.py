@@ -177,6 +177,14 @@ PHRASINGS: dict[str, dict[str, tuple[str, ...]]] = {
         "test": ("Which choice gives both the spoken message and the tone's pitch?", "How would you summarise this recording?",
                  "What is announced, and what frequency is the signal after it?", "Which option describes this clip correctly?"),
     },
+    "describe": {
+        "train": ("Which description matches this clip?", "What best describes the recording?", "Which of the options fits the audio?",
+                  "Choose the description of this sound.", "How would you describe what is playing?",
+                  "Which statement about the audio is true?", "Select the option that matches the recording.",
+                  "Which of these is a correct description of the clip?"),
+        "test": ("Which caption suits this audio best?", "What would be an accurate description of this recording?",
+                 "Which line describes the sound correctly?", "Pick the statement that is true of this clip."),
+    },
     "audio_kind": {
         "train": ("What kind of audio is this?", "What type of recording is this?", "What does this clip mainly contain?",
                   "How would you classify this audio?", "What is this recording of?", "Which category does this sound belong to?",
