@@ -1,4 +1,4 @@
-"""The embedded benchmark (v2): audio-question pairs generated offline from a seed, answers known by
+"""The embedded benchmark (v3): audio-question pairs generated offline from a seed, answers known by
 construction, written in the MMAU test-mini JSON format.
 
 Shaped like MMAU: about a third each of sound, music and speech questions, plus mixtures; the
@@ -10,8 +10,10 @@ pitch; the gist).  What makes it a testbed for tool *selection*:
 * within a kind, some items have far-apart choices a coarse listen separates and others need a
   tool (``meta.tools == []`` marks the former);
 * in ``what_heard`` one question with one set of choices needs ASR for some clips and the chord
-  tool for others; in ``emotion_content``, ``content_background``, ``tempo_chord`` and
-  ``quote_tone`` the options cross two properties, so two tools are needed at once;
+  tool for others; in ``describe`` one generic question's choices vary along a property picked per
+  item, so only the choices and the clip say which tool (or pair) helps; in ``emotion_content``,
+  ``content_background``, ``tempo_chord`` and ``quote_tone`` the options cross two properties, so two
+  tools are needed at once;
 * audio comes from espeak-ng, fluidsynth (General-MIDI soundfont) and numpy, nothing downloaded.
 
 ``meta`` of each row holds what the generator knows: ``tools``, the kind's facts, and the split.
