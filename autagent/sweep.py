@@ -10,8 +10,11 @@ A sweep file (``experiments/sweeps/*.yaml``)::
       binary-group: {reward.kind: binary, grpo.advantage: group}
     compare: [[differential-group, binary-group]]   # pairs whose policies are compared seed by seed
 
-Each (variant, seed) is an ordinary run, ``<output_dir>/<variant>-s<seed>/``; finished runs are
-reused with ``--resume``.  ``summary.json`` and ``summary.md`` hold, per variant, the trained
+Each (variant, seed) is an ordinary run, ``<output_dir>/<variant>-s<seed>/``, trained in its own
+process from its resolved config (``<output_dir>/configs/``), so it gives exactly what ``autagent train``
+gives for that config: in one shared process, sentence embeddings memoised by earlier runs were
+encoded in other batches, differ in the last bit, and GRPO's sampling amplified that into results that
+depended on the order of the runs.  Finished runs are reused with ``--resume``.  ``summary.json`` and ``summary.md`` hold, per variant, the trained
 policy's test accuracy and average tools as mean ± std over seeds (and each seed's value), the
 baselines of the same test split, selection quality, and for each compared pair the share of test
 items on which the two policies, trained from the same seed, choose different tools.
@@ -20,11 +23,13 @@ from __future__ import annotations
 
 import json
 import statistics
+import subprocess
+import sys
 from pathlib import Path
 
 import yaml
 
-from .config import ConfigError, load_config
+from .config import ConfigError, load_config, save_config
 
 BASELINES = ("no_tool", "random", "all_tools", "tools_desc", "oracle_single", "oracle_subsets", "oracle_kind")
 
@@ -61,9 +66,17 @@ def _selections(run_dir: Path) -> dict[str, tuple]:
     return {r["id"]: tuple(r["tools"]) for r in rows if r["method"] == "policy"}
 
 
-def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -> dict:
-    from .pipeline import run_train
+def train_in_own_process(config, resume: bool) -> None:
+    """``autagent train`` on ``config`` in a fresh Python process (see the module docstring for why)."""
+    path = Path(config.output_dir) / "configs" / f"{config.name}.yaml"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    save_config(config, path)
+    command = [sys.executable, "-m", "autagent.cli", "train", "--config", str(path)] + (["--resume"] if resume else [])
+    if subprocess.run(command, check=False).returncode != 0:
+        raise ConfigError(f"sweep run {config.name} failed (its config: {path}; its folder: {config.run_dir})")
 
+
+def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -> dict:
     spec = read_sweep(path)
     out = Path(spec["output_dir"])
     names = [n for n in spec["variants"] if not only or n in only.split(",")]
@@ -77,7 +90,7 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
             if not (resume and done.exists()):
                 if config.run_dir.exists() and not resume:
                     raise FileExistsError(f"{config.run_dir} exists: pass --resume to reuse finished runs")
-                run_train(config, resume=resume and (config.run_dir / "checkpoints").exists())
+                train_in_own_process(config, resume=resume and (config.run_dir / "checkpoints").exists())
             runs.setdefault(name, {})[seed] = json.loads(done.read_text())
     summary = {"sweep": str(path), "seeds": spec["seeds"], "variants": {}, "baselines": {}, "compare": []}
     for name, by_seed in runs.items():

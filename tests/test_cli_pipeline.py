@@ -172,3 +172,35 @@ def test_accelerate_relaunch_command(monkeypatch):
     assert accelerate_command(load_config("experiments/embedded_main.yaml"), ["train"]) is None
     monkeypatch.setenv("LOCAL_RANK", "0")  # already launched: run in place
     assert accelerate_command(paper, ["train"]) is None
+
+
+def test_sweep_runs_each_seed_in_its_own_process_and_matches_a_standalone_run(tiny_config, tmp_path):
+    """A sweep's run equals ``autagent train`` on its resolved config, whatever ran before it."""
+    import subprocess
+    import sys
+
+    config, _ = tiny_config
+    sweep = tmp_path / "sweep.yaml"
+    out = tmp_path / "sweep-runs"
+    sweep.write_text(yaml.safe_dump({
+        "base": str(config), "seeds": [0, 1], "output_dir": str(out), "set": {"eval.methods": ["no_tool", "policy"]},
+        "variants": {"differential": {"reward.kind": "differential"}, "binary": {"reward.kind": "binary"}},
+        "compare": [["differential", "binary"]]}))
+    assert main(["sweep", str(sweep)]) == 0
+    summary = json.loads((out / "summary.json").read_text())
+    assert set(summary["variants"]) == {"differential", "binary"} and summary["baselines"]["no_tool"]["accuracy"] >= 0
+    accuracies = [json.loads((out / f"binary-s{s}/metrics.json").read_text())["methods"]["policy"]["accuracy"] for s in (0, 1)]
+    assert summary["variants"]["binary"]["accuracy"]["values"] == accuracies
+    assert 0 <= summary["compare"][0]["share_of_items_with_different_selection"]["mean"] <= 1
+
+    alone = subprocess.run([sys.executable, "-m", "autagent.cli", "train", "--config", str(out / "configs/binary-s1.yaml"),
+                            "--set", "name=alone"], capture_output=True, text=True, check=False)
+    assert alone.returncode == 0, alone.stderr[-2000:]
+
+    def policy_rows(run_dir):
+        rows = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
+        return [(r["id"], r["tools"], r["prediction"]) for r in rows if r["method"] == "policy"]
+
+    assert policy_rows(out / "alone") == policy_rows(out / "binary-s1")
+    assert main(["sweep", str(sweep)]) == 2  # finished runs are kept; without --resume it refuses to redo them
+    assert main(["sweep", str(sweep), "--resume"]) == 0
