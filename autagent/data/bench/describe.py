@@ -79,16 +79,16 @@ def _music_tempo(ctx: Ctx) -> tuple:
     return _beat(ctx, bpm, 8.0), choices, f"a steady beat at {bpm} BPM", ["tempo"], {"bpm": bpm}
 
 
-def _instrument_names(ctx: Ctx, k: int) -> list[str]:
-    """``k`` instruments of one family first (a coarse listen cannot tell them apart)."""
-    name = ctx.pick(list(V.INSTRUMENTS))
-    family = V.INSTRUMENTS[name][0]
-    alike = [n for n in V.INSTRUMENTS if V.INSTRUMENTS[n][0] == family]
-    return [name] + _others(ctx, name, list(V.INSTRUMENTS), k - 1, prefer=alike)
+def _one_family(ctx: Ctx, table: dict, k: int) -> list[str]:
+    """The answer, then ``k - 1`` others from its family first (``table[name][0]``): a coarse listen
+    cannot tell them apart."""
+    name = ctx.pick(list(table))
+    alike = [n for n in table if table[n][0] == table[name][0]]
+    return [name] + _others(ctx, name, list(table), k - 1, prefer=alike)
 
 
 def _music_instrument(ctx: Ctx) -> tuple:
-    names = _instrument_names(ctx, 4)
+    names = _one_family(ctx, V.INSTRUMENTS, 4)
     answer = names[0]
     start = 48 + int(ctx.rng.integers(0, 16))
     audio = _melody(ctx, [start + s for s in ctx.shuffled([0, 2, 4, 5, 7, 9, 11, 12])], 0.45, V.INSTRUMENTS[answer][1])
@@ -99,7 +99,7 @@ def _music_instrument(ctx: Ctx) -> tuple:
 
 def _instrument_chord(ctx: Ctx) -> tuple:
     """Options cross two instruments of one family with a chord and its parallel (major/minor)."""
-    instruments = _instrument_names(ctx, 2)
+    instruments = _one_family(ctx, V.INSTRUMENTS, 2)
     root = ctx.pick(V.ROOTS)
     chords = [(root, "major"), (root, "minor")]
     played, held = ctx.pick(instruments), ctx.pick(chords)
@@ -112,10 +112,8 @@ def _instrument_chord(ctx: Ctx) -> tuple:
 
 # ---- other sounds -------------------------------------------------------------------------------------
 def _sound_event(ctx: Ctx) -> tuple:
-    name = ctx.pick(list(V.EVENTS))
-    family = V.EVENTS[name][0]
-    alike = [n for n in V.EVENTS if V.EVENTS[n][0] == family]
-    names = ctx.shuffled([name] + _others(ctx, name, list(V.EVENTS), 3, prefer=alike))
+    family = _one_family(ctx, V.EVENTS, 4)
+    name, names = family[0], ctx.shuffled(family)
     choices = [_wording(ctx, V.EVENTS[n][2]) for n in names]
     audio = event_audio(ctx, name, float(ctx.rng.uniform(3.0, 6.0)))
     return audio, choices, choices[names.index(name)], ["sound_events"], {"event": name}
