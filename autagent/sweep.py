@@ -11,10 +11,11 @@ A sweep file (``experiments/sweeps/*.yaml``)::
     compare: [[differential-group, binary-group]]   # pairs whose policies are compared seed by seed
 
 Each (variant, seed) is an ordinary run, ``<output_dir>/<variant>-s<seed>/``, trained in its own
-process from its resolved config (``<output_dir>/configs/``), so it gives exactly what ``autagent train``
-gives for that config: in one shared process, sentence embeddings memoised by earlier runs were
-encoded in other batches, differ in the last bit, and GRPO's sampling amplified that into results that
-depended on the order of the runs.  Finished runs are reused with ``--resume``.  ``summary.json`` and ``summary.md`` hold, per variant, the trained
+process from its resolved config (``<output_dir>/configs/``), so it gives exactly what ``autagent
+train`` gives for that config: in one shared process, sentence embeddings memoised by earlier runs
+were encoded in other batches, differ in the last bit, and GRPO's sampling amplified that into
+results that depended on the order of the runs.  Finished runs are reused with ``--resume``.
+``summary.json`` and ``summary.md`` hold, per variant, the trained
 policy's test accuracy and average tools as mean ± std over seeds (and each seed's value), the
 baselines of the same test split, selection quality, and for each compared pair the share of test
 items on which the two policies, trained from the same seed, choose different tools.

@@ -39,8 +39,9 @@ class RouterConfig:
     """What the router sees: any of question, choices, audio (the input ablation)."""
     input_dropout: dict = field(default_factory=dict)
     """Training only: the chance that an input is blanked for a query in a step, e.g. ``{question: 0.5}``
-    (modality dropout). Test questions are worded in ways training never saw, so a router that can
-    also decide from the choices and the clip generalises better than one that keys on the wording."""
+    (modality dropout), meant to make the router decide from the choices and the clip, since test
+    questions are worded in ways training never saw. On the embedded benchmark it did not measurably
+    help (README, router inputs), so it is off by default."""
 
     def __post_init__(self):
         unknown = [x for x in self.inputs if x not in INPUTS]
