@@ -74,9 +74,10 @@ def _wer(reference: str, hypothesis: str) -> float:
     return d[-1] / len(ref)
 
 
-def test_asr_transcribes_espeak_speech_one_by_one_and_packed(runner, speech_wav, tmp_path):
-    """Corpus WER over several espeak-ng sentences and voices (Whisper tiny.en: 13-20 % measured),
-    clip by clip and packed into shared windows; packing costs no accuracy."""
+def test_asr_transcribes_espeak_speech_and_a_clip_does_not_depend_on_its_batch(runner, speech_wav, tmp_path):
+    """Corpus WER over several espeak-ng sentences and voices (Whisper tiny.en: 13-20 % measured).
+    A clip's transcript is the same alone, in a batch and in a batch in another order: records are
+    cached per clip, so one that depended on its batch-mates would depend on what was cached before."""
     from autagent.data import synth
 
     clips = [speech_wav]
@@ -86,14 +87,13 @@ def test_asr_transcribes_espeak_speech_one_by_one_and_packed(runner, speech_wav,
         clips.append((path, sentence))
     words = sum(len(text.split()) for _, text in clips)
     single = [runner.run("asr", str(path))["output"] for path, _ in clips]
-    packed = [r["output"] for r in runner.run_batch("asr", [str(path) for path, _ in clips])]
-    rates = []
-    for outputs in (single, packed):
-        rates.append(sum(_wer(text, out["text"]) * len(text.split()) for (_, text), out in zip(clips, outputs)) / words)
-        assert rates[-1] <= 0.25, [o["text"] for o in outputs]
-    assert rates[1] <= rates[0] + 0.05, rates
-    for out, (path, _) in zip(packed, clips):  # times are the clip's own
+    rate = sum(_wer(text, out["text"]) * len(text.split()) for (_, text), out in zip(clips, single)) / words
+    assert rate <= 0.25, [o["text"] for o in single]
+    for out in single:  # times are the clip's own
         assert out["segments"] and 0.0 <= out["segments"][0]["start"] < out["segments"][-1]["end"] <= 10.0
+    batched = [r["output"] for r in runner.run_batch("asr", [str(path) for path, _ in clips])]
+    reordered = [r["output"] for r in runner.run_batch("asr", [str(path) for path, _ in clips[::-1]])][::-1]
+    assert batched == single and reordered == single
 
 
 def test_sound_events_tell_speech_music_and_silence_apart(runner, speech_wav, music_wav, quiet_wav):
