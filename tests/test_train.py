@@ -110,3 +110,23 @@ def test_input_dropout_blanks_only_the_named_input_at_its_rate_and_is_validated(
     for bad in ({"audio": 0.5, "nope": 0.1}, {"question": 1.0}):
         with pytest.raises(ValueError, match="input_dropout"):
             RouterConfig(inputs=["question", "choices"], input_dropout=bad)
+
+
+def test_choice_spread_says_what_the_options_differ_in():
+    """Two option sets about one thing (a voice), one varying the mood and one the number of people:
+    their means are close, their spreads are not; without ``choice_spread`` the feature is the mean alone."""
+    moods = ("a happy voice", "a sad voice", "an angry voice", "a calm voice")
+    counts = ("one voice", "two voices", "three voices", "four voices")
+    plain = Featurizer(RouterConfig(inputs=["choices"]))
+    spread = Featurizer(RouterConfig(inputs=["choices"], choice_spread=True))
+    assert spread.dim == plain.dim + plain.text.dim
+    dim = plain.text.dim
+    rows = spread(["", ""], ["", ""], [moods, counts])
+    means, spreads = rows[:, :dim], rows[:, dim:2 * dim]
+    assert torch.equal(plain(["", ""], ["", ""], [moods, counts])[:, :dim], means)
+    # correlation (the router's LayerNorm centres its input; spreads are all positive)
+    correlation = lambda a, b: float(torch.corrcoef(torch.stack([a, b]))[0, 1])  # noqa: E731
+    assert correlation(spreads[0], spreads[1]) < correlation(means[0], means[1]) - 0.1, (
+        correlation(spreads[0], spreads[1]), correlation(means[0], means[1]))
+    same = spread([""], [""], [("a happy voice",) * 4])
+    assert float(same[0, dim:2 * dim].abs().max()) < 1e-5  # identical options vary in nothing
