@@ -106,9 +106,10 @@ class Featurizer:
             rows = []
             for options in choices or [()] * len(questions):
                 vectors = self.text.encode(list(options)) if options else np.zeros((0, self.text.dim), np.float32)
-                pooled = [vectors.mean(0), vectors.std(0)] if self.config.choice_spread else [vectors.mean(0)]
-                if not len(vectors):
-                    pooled = [np.zeros(self.text.dim, np.float32)] * len(pooled)
+                if not len(vectors):  # no choices: zeros, without numpy's empty-mean warning
+                    pooled = [np.zeros(self.text.dim, np.float32)] * (2 if self.config.choice_spread else 1)
+                else:
+                    pooled = [vectors.mean(0), vectors.std(0)] if self.config.choice_spread else [vectors.mean(0)]
                 rows.append(np.concatenate([*pooled, choice_statistics(options, vectors)]))
             parts.append(np.stack(rows).astype(np.float32))
         if "audio" in self.inputs:
