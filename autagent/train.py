@@ -63,10 +63,10 @@ class RouterTrainer:
         self.checkpoint_every = checkpoint_every
         self.dev, self.eval_every, self.logger, self.progress = dev, eval_every, logger, progress
         self.columns = columns or {}
+        """Input name -> its feature columns, for ``policy.config.input_dropout``."""
         missing = set(policy.config.input_dropout) - set(self.columns)
         if missing:
             raise ValueError(f"policy.router.input_dropout names {sorted(missing)}, but no feature columns were given for them")
-        """Input name -> its feature columns, for ``policy.config.input_dropout``."""
         self.step = 0
         self.counters = TrainCounters()
         self.base_predictions: dict[str, str | None] = {}

