@@ -130,3 +130,26 @@ def test_choice_spread_says_what_the_options_differ_in():
         correlation(spreads[0], spreads[1]), correlation(means[0], means[1]))
     same = spread([""], [""], [("a happy voice",) * 4])
     assert float(same[0, dim:2 * dim].abs().max()) < 1e-5  # identical options vary in nothing
+
+
+def test_choice_contrast_embeds_only_what_the_options_disagree_about():
+    """``contrast`` keeps the words some but not all options use; with ``choice_contrast`` the feature gains
+    their embedding, so two option sets sharing a frame ("a violin playing ...") but varying different
+    things are told apart more sharply than by their means."""
+    from autagent.policies.router import contrast
+
+    chords = ("a violin playing a D major chord", "a violin playing a D minor chord")
+    players = ("a violin playing a D major chord", "a viola playing a D major chord")
+    assert contrast(chords) == "major minor" and contrast(players) == "violin viola"
+    assert contrast(("one option",)) == "" and contrast(()) == ""
+    plain = Featurizer(RouterConfig(inputs=["choices"]))
+    with_contrast = Featurizer(RouterConfig(inputs=["choices"], choice_contrast=True))
+    dim = plain.text.dim
+    assert with_contrast.dim == plain.dim + dim
+    rows = with_contrast(["", ""], ["", ""], [chords, players])
+    assert torch.equal(plain(["", ""], ["", ""], [chords, players])[:, :dim], rows[:, :dim])
+    means, contrasts = rows[:, :dim], rows[:, dim:2 * dim]
+    cosine = lambda a, b: float(a @ b / (a.norm() * b.norm()))  # noqa: E731
+    assert cosine(contrasts[0], contrasts[1]) < cosine(means[0], means[1]) - 0.2, (
+        cosine(contrasts[0], contrasts[1]), cosine(means[0], means[1]))
+    assert torch.allclose(contrasts[0], torch.from_numpy(plain.text.encode(["major minor"])[0]))

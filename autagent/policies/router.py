@@ -7,7 +7,8 @@ Inputs, each switchable off for ablations (``policy.router.inputs``):
   per-dimension spread (384: what varies among them, e.g. a mood, a count or a chord, which names the
   tool better than what they share), how alike they are (mean and minimum pairwise cosine) and, when
   they hold numbers, how far apart those are (log ratio of the largest to the smallest, and of the
-  closest adjacent pair): whether a coarse listen can tell them apart or a tool is needed;
+  closest adjacent pair): whether a coarse listen can tell them apart or a tool is needed; with
+  ``choice_contrast`` also the embedding of the words they do not all share (384);
 * ``audio``: the clip's global YAMNet profile (1044).
 
 Output: one logit per enabled tool; a subset z has probability ∏ σ(l_k)^{z_k} (1 − σ(l_k))^{1−z_k},
@@ -40,8 +41,13 @@ class RouterConfig:
     """What the router sees: any of question, choices, audio (the input ablation)."""
     choice_spread: bool = False
     """Add the choices' per-dimension spread (std of their embeddings) to their mean: what the options
-    differ in, rather than only what they are about. Measured on the embedded benchmark (seeds 0-2):
-    63.5 ± 3.7 against 65.8 ± 1.3 without it, so it is off by default."""
+    differ in, rather than only what they are about. Off by default: no measured gain (README, router
+    inputs)."""
+    choice_contrast: bool = False
+    """Add the embedding of the words the choices do not all share ("violin viola major minor" for four
+    "a violin/viola playing a D major/minor chord"): what the options disagree about, which names the
+    tool more sharply than a mean of whole sentences. Off by default: no measured gain (README, router
+    inputs)."""
     input_dropout: dict = field(default_factory=dict)
     """Training only: the chance that an input is blanked for a query in a step, e.g. ``{question: 0.5}``
     (modality dropout), meant to make the router decide from the choices and the clip, since test
@@ -61,6 +67,14 @@ class RouterConfig:
 
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
+WORD = re.compile(r"[\w#'-]+")
+
+
+def contrast(choices) -> str:
+    """The words that some but not all choices use, in order of first appearance ("" for one choice)."""
+    bags = [WORD.findall(c.lower()) for c in choices]
+    shared = set.intersection(*map(set, bags)) if bags else set()
+    return " ".join(dict.fromkeys(w for bag in bags for w in bag if w not in shared))
 
 
 def choice_statistics(choices, vectors: np.ndarray) -> np.ndarray:
@@ -93,7 +107,7 @@ class Featurizer:
         self.audio_errors = 0
         self.choice_pools = (np.mean, np.std) if config.choice_spread else (np.mean,)
         """How the choices' embeddings are pooled: their mean, and with ``choice_spread`` their spread."""
-        choices = self.text.dim * len(self.choice_pools) + CHOICE_STATS
+        choices = self.text.dim * (len(self.choice_pools) + config.choice_contrast) + CHOICE_STATS
         sizes = {"question": self.text.dim, "choices": choices, "audio": AudioEncoder.dim}
         self.dim = sum(sizes[x] for x in self.inputs)
         ends = np.cumsum([sizes[x] for x in self.inputs]).tolist()
@@ -110,6 +124,8 @@ class Featurizer:
                 vectors = self.text.encode(list(options)) if options else np.zeros((0, self.text.dim), np.float32)
                 pooled = [pool(vectors, axis=0) if len(vectors) else np.zeros(self.text.dim, np.float32)
                           for pool in self.choice_pools]  # no choices: zeros (numpy warns on an empty mean)
+                if self.config.choice_contrast:
+                    pooled.append(self.text.encode([contrast(options)])[0])
                 rows.append(np.concatenate([*pooled, choice_statistics(options, vectors)]))
             parts.append(np.stack(rows).astype(np.float32))
         if "audio" in self.inputs:
