@@ -50,6 +50,21 @@ def test_embedded_reads_the_relevant_record_and_grounds_time(reasoner, chord_wav
     assert reasoner.answer_many([(symbols, [chords])])[0].text == "F"  # chord symbols read as names
 
 
+def test_the_distractible_reader_takes_any_resemblance_as_evidence(reasoner):
+    """Irrelevant records mislead the default (distractible) reader because it has no evidence floor: a
+    sound tagger's "Speech" resembles one of three spoken sentences a little more than the others, and
+    that counts as support for it; with a floor of 0.2 the same record supports none of them."""
+    sentences = ["The train leaves at noon.", "Please close the window.", "I lost my keys."]
+    record = {"labels": [{"value": "Speech", "score": 0.99}], "timeline": [{"timestamp": [0.0, 2.0], "value": "Speech"}]}
+    facts = flatten("sound_events", record, 10)
+    vectors, options = reasoner.text.encode([f.text for f in facts]), reasoner.text.encode(sentences)
+    loose = reasoner.matches(sentences, options, facts, vectors)
+    assert reasoner.config.semantic_floor == 0.0 and loose.max() > 0.05
+    assert loose.max(axis=1).argmax() == 1 and loose.max(axis=1)[1] > loose.max(axis=1)[[0, 2]].max() + 0.02
+    floored = EmbeddedReasoner(EmbeddedReasonerConfig(semantic_floor=0.2))
+    assert not floored.matches(sentences, options, facts, vectors).any()
+
+
 def test_embedded_hears_the_gist_but_not_the_detail(reasoner, speech_wav, music_wav):
     kinds = ["speech", "music", "a sound"]
     assert reasoner.answer_many([(_sample(speech_wav[0], "What kind of audio is this?", kinds, "speech"), None)])[0].text == "speech"
