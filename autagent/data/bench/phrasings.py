@@ -11,6 +11,14 @@ PHRASINGS: dict[str, dict[str, tuple[str, ...]]] = {
         "test": ("What is the noise in this clip?", "Listen: what is producing the sound?",
                  "Which sound event does the recording contain?", "Tell me what this sound is.", "What can be heard here?"),
     },
+    "animal": {
+        "train": ("Which animal is this?", "What animal do you hear?", "Which creature makes this noise?",
+                  "Name the animal in the recording.", "What kind of animal is calling here?",
+                  "Which animal could be heard in this clip?", "The sound comes from which animal?",
+                  "Identify the animal that is making the noise."),
+        "test": ("Which of these animals is vocalising?", "What creature is in this clip?",
+                 "Tell me which animal this is.", "Listen: which animal do you recognise?"),
+    },
     "scene": {
         "train": ("Where was this most likely recorded?", "What place does this recording come from?",
                   "In which setting was this captured?", "Where might the listener be?",

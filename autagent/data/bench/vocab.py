@@ -88,6 +88,39 @@ EVENTS = {
     "engine": ("vehicle", ("engine", 0), ("an engine idling", "a running motor", "a car engine")),
     "gunshot": ("vehicle", ("gm", 127), ("gunshots", "shots being fired", "a gun firing")),
 }
+# ---- recorded animal sounds: real recordings from Debian's tuxpaint-stamps-default --------------------
+# name -> ({pool: recordings under RECORDINGS}, names used in choices).  The two pools hear different
+# recordings (a class with a single recording belongs to one pool only), so test clips are never heard
+# in training; an animal of one pool can still be named as a distractor in the other.
+RECORDINGS = "/usr/share/tuxpaint/stamps"
+ANIMALS = {
+    "songbird": ({"train": ("animals/birds/blackbird.ogg",), "test": ("animals/birds/lark.ogg",)},
+                 ("a bird singing", "a songbird", "birdsong")),
+    "duck": ({"train": ("animals/birds/duck.ogg",), "test": ("animals/birds/drake.ogg",)},
+             ("a duck quacking", "ducks", "quacking")),
+    "chicken": ({"train": ("animals/birds/hen.ogg",), "test": ("animals/birds/rooster.ogg",)},
+                ("a chicken", "poultry", "a hen or rooster")),
+    "cow": ({"train": ("animals/mammals/bovines/cow.ogg",), "test": ("animals/mammals/bovines/cow_white.ogg",)},
+            ("a cow mooing", "cattle", "a cow")),
+    "sheep": ({"train": ("animals/mammals/bovines/sheep.ogg",), "test": ("animals/mammals/bovines/sheep_lamb.ogg",)},
+              ("a sheep", "a lamb bleating", "sheep")),
+    "goat": ({"train": ("animals/mammals/bovines/goat.ogg",), "test": ("animals/mammals/bovines/mountaingoat.ogg",)},
+             ("a goat", "a bleating goat", "goats")),
+    "pig": ({"train": ("animals/mammals/pig.ogg", "animals/mammals/pig_golden2.ogg"),
+             "test": ("animals/mammals/pig_golden.ogg",)}, ("a pig", "a pig grunting", "pigs oinking")),
+    "big_cat": ({"train": ("animals/mammals/cats/lion.ogg",), "test": ("animals/mammals/cats/tiger.ogg",)},
+                ("a big cat roaring", "a roaring wild cat", "a large cat's roar")),
+    "buzzing_insect": ({"train": ("animals/insects/bee.ogg",), "test": ("animals/insects/hornet.ogg", "animals/insects/mosquito.ogg")},
+                       ("a buzzing insect", "an insect buzzing", "something buzzing like a bee")),
+    "dog": ({"train": ("animals/mammals/dogs/dog.ogg",), "test": ()}, ("a dog", "a dog barking", "a barking dog")),
+    "horse": ({"train": ("animals/mammals/equines/horse.ogg",), "test": ()}, ("a horse", "a horse neighing", "horses")),
+    "turkey": ({"train": ("animals/birds/turkey.ogg",), "test": ()}, ("a turkey", "a turkey gobbling", "turkeys")),
+    "elephant": ({"train": ("animals/mammals/elephant.ogg",), "test": ()}, ("an elephant", "an elephant trumpeting", "elephants")),
+    "crow": ({"train": (), "test": ("animals/birds/crow.ogg",)}, ("a crow", "a crow cawing", "crows")),
+    "frog": ({"train": (), "test": ("animals/amphibians/frog.ogg",)}, ("a frog", "a frog croaking", "frogs")),
+    "whale": ({"train": (), "test": ("animals/mammals/aquatic/whale.ogg",)}, ("a whale", "whale song", "a whale calling")),
+    "owl": ({"train": (), "test": ("animals/birds/owl.ogg",)}, ("an owl", "an owl hooting", "owls")),
+}
 SCENES = {"beach": (("seashore", "bird", "wind"), ("at the beach", "by the seaside", "on a shore")),
           "street": (("engine", "siren", "footsteps"), ("on a busy street", "in city traffic", "at a road junction")),
           "office": (("typing", "telephone", "clock"), ("in an office", "at a workplace desk", "in a study room")),
