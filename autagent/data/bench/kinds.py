@@ -101,12 +101,14 @@ def animal(ctx: Ctx) -> Item:
     call = S.recording(f"{V.RECORDINGS}/{recording}")
     duration = max(float(ctx.rng.uniform(3.0, 6.0)), len(call) / S.SR + 0.5)
     audio = np.zeros(int(duration * S.SR), dtype=np.float32)
-    for start in np.arange(float(ctx.rng.uniform(0.1, 0.8)), duration - 0.3, len(call) / S.SR + float(ctx.rng.uniform(0.3, 1.5))):
+    first, period = float(ctx.rng.uniform(0.1, 0.8)), len(call) / S.SR + float(ctx.rng.uniform(0.3, 1.5))
+    for start in np.arange(first, duration - 0.3, period):
         audio = S.place(audio, call, float(start))
     background = S.noise(len(audio) / S.SR, ctx.rng, ctx.pick(["white", "brown"]))
     snr = float(ctx.rng.uniform(0.0, 30.0))
     return Item(S.fit(S.mix(audio, background, snr), duration), ctx.ask("animal"), choices, answer, "sound",
-                [] if far else ["sound_events"], {"animal": name, "recording": recording, "snr_db": round(snr, 1), "options": "far" if far else "near"})
+                [] if far else ["sound_events"],
+                {"animal": name, "recording": recording, "snr_db": round(snr, 1), "options": "far" if far else "near"})
 
 
 def scene(ctx: Ctx) -> Item:
