@@ -94,8 +94,9 @@ def test_hearing_recognises_a_real_recording_when_clean_and_confuses_it_in_noise
     import numpy as np
 
     from autagent.data import synth as S
+    from autagent.data.bench.vocab import RECORDINGS
 
-    call = S.recording("/usr/share/tuxpaint/stamps/animals/mammals/bovines/cow_white.ogg")
+    call = S.recording(f"{RECORDINGS}/animals/mammals/bovines/cow_white.ogg")
     clip = S.place(np.zeros(4 * S.SR, dtype=np.float32), call, 0.3)
     noise = S.noise(4.0, np.random.default_rng(0), "white")
     heard = {}

@@ -92,10 +92,11 @@ def animal(ctx: Ctx) -> Item:
     SNR, so hearing recognises some clips and confuses others.  Far options are non-animal sounds."""
     name = ctx.pick([n for n in V.ANIMALS if V.ANIMALS[n][0][ctx.pool]])
     far = ctx.rng.random() < 0.4
-    wordings = {n: V.ANIMALS[n][1] for n in V.ANIMALS} if not far else \
-        {n: V.EVENTS[n][2] for n in V.EVENTS if V.EVENTS[n][0] != "animal"}
-    names = ctx.shuffled([name] + _others(ctx, name, list(wordings), 3))
-    choices = [_wording(ctx, V.ANIMALS[n][1] if n == name else wordings[n]) for n in names]
+    others = ({n: e[2] for n, e in V.EVENTS.items() if e[0] != "animal"} if far  # other kinds of sound
+              else {n: a[1] for n, a in V.ANIMALS.items()})
+    wordings = others | {name: V.ANIMALS[name][1]}
+    names = ctx.shuffled([name] + _others(ctx, name, list(others), 3))
+    choices = [_wording(ctx, wordings[n]) for n in names]
     answer = choices[names.index(name)]
     recording = ctx.pick(V.ANIMALS[name][0][ctx.pool])
     call = S.recording(f"{V.RECORDINGS}/{recording}")
