@@ -138,13 +138,17 @@ class RewardConfig:
     kind: str = "differential"
     """differential (1[ŷ = y*] − 1[y_base = y*]) or binary (1[ŷ = y*])."""
     tool_cost: float = 0.0
-    """Subtracted per called tool."""
+    """Subtracted per called tool. 0 is the paper's reward; the embedded configs use 0.05, because
+    without a price a router that cannot tell when tools help calls several of them anyway and loses
+    little (README, "Tool cost")."""
 
     def __post_init__(self):
         from rewards import REWARDS
 
         if self.kind not in REWARDS:
             raise ValueError(f"reward.kind must be one of {sorted(REWARDS)}, got {self.kind!r}")
+        if not isinstance(self.tool_cost, (int, float)) or not 0 <= self.tool_cost < 1:
+            raise ValueError(f"reward.tool_cost must be a number in [0, 1), got {self.tool_cost!r}")
 
 
 @dataclass

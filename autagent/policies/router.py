@@ -13,6 +13,12 @@ Inputs, each switchable off for ablations (``policy.router.inputs``):
 
 Output: one logit per enabled tool; a subset z has probability ∏ σ(l_k)^{z_k} (1 − σ(l_k))^{1−z_k},
 so every subset, the empty one included, is an action.  Selection is greedy (σ(l_k) > 0.5).
+
+With ``abstain`` the router also has a *call* logit c, and "no tool" is an action of its own: it
+abstains with probability 1 − σ(c), and otherwise draws tools as above, so
+π(∅) = 1 − σ(c) + σ(c) ∏(1 − σ(l_k)) and π(z ≠ ∅) = σ(c) ∏ ….  Without it, leaving every tool out
+takes seven independent "no"s, which one gradient step on one query rarely moves together; with it, a
+query on which any tool hurts moves one number.  Greedy selection abstains when σ(c) < 0.5.
 """
 from __future__ import annotations
 
@@ -48,6 +54,12 @@ class RouterConfig:
     "a violin/viola playing a D major/minor chord"): what the options disagree about, which names the
     tool more sharply than a mean of whole sentences. Off by default: no measured gain (README, router
     inputs)."""
+    abstain: bool = False
+    """An explicit no-tool action (the call logit in the module docstring), so that learning to call
+    nothing on a query is one decision rather than seven."""
+    call_init: float = 1.0
+    """Initial call logit with ``abstain``: σ(1) ≈ 0.73, so the router starts by abstaining on about a
+    quarter of the draws (on top of the ~11 % empty subsets the tool logits give)."""
     input_dropout: dict = field(default_factory=dict)
     """Training only: the chance that an input is blanked for a query in a step, e.g. ``{question: 0.5}``
     (modality dropout), meant to make the router decide from the choices and the clip, since test
@@ -159,34 +171,55 @@ class Router(nn.Module):
         super().__init__()
         self.config = config
         self.net = nn.Sequential(nn.LayerNorm(input_dim), nn.Linear(input_dim, config.hidden), nn.GELU(),
-                                 nn.Linear(config.hidden, num_tools))
+                                 nn.Linear(config.hidden, num_tools + config.abstain))
         nn.init.constant_(self.net[-1].bias, config.init_bias)
+        if config.abstain:
+            nn.init.constant_(self.net[-1].bias[-1:], config.call_init)
         nn.init.normal_(self.net[-1].weight, std=0.01)
 
+    def heads(self, features: torch.Tensor, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``[B, T]`` tool logits and, with ``abstain``, the ``[B]`` call logit (else None)."""
+        out = self.net(features) / temperature
+        return (out[:, :-1], out[:, -1]) if self.config.abstain else (out, None)
+
     def logits(self, features: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-        return self.net(features) / temperature
+        return self.heads(features, temperature)[0]
 
     def log_prob(self, features: torch.Tensor, subsets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
         """``features [B, D]``, ``subsets [B, G, T]`` (0/1) -> ``[B, G]`` log π(z | x)."""
-        logits = self.logits(features, temperature).unsqueeze(1)
-        return -nn.functional.binary_cross_entropy_with_logits(logits.expand_as(subsets), subsets.float(),
-                                                               reduction="none").sum(-1)
+        tools, call = self.heads(features, temperature)
+        drawn = -nn.functional.binary_cross_entropy_with_logits(tools.unsqueeze(1).expand_as(subsets), subsets.float(),
+                                                                reduction="none").sum(-1)
+        if call is None:
+            return drawn
+        called = nn.functional.logsigmoid(call).unsqueeze(1) + drawn
+        abstained = nn.functional.logsigmoid(-call).unsqueeze(1).expand_as(called)
+        return torch.where(subsets.sum(-1) == 0, torch.logaddexp(abstained, called), called)
 
     @torch.no_grad()
     def sample(self, features: torch.Tensor, group_size: int, generator: torch.Generator,
                temperature: float = 1.0) -> torch.Tensor:
         """``[B, G, T]`` 0/1 subsets drawn from π(· | x)."""
-        probs = torch.sigmoid(self.logits(features, temperature)).unsqueeze(1).expand(-1, group_size, -1)
-        return torch.bernoulli(probs, generator=generator)
+        tools, call = self.heads(features, temperature)
+        draws = torch.bernoulli(torch.sigmoid(tools).unsqueeze(1).expand(-1, group_size, -1), generator=generator)
+        if call is not None:
+            calls = torch.bernoulli(torch.sigmoid(call).unsqueeze(1).expand(-1, group_size), generator=generator)
+            draws = draws * calls.unsqueeze(-1)
+        return draws
 
     @torch.no_grad()
     def select(self, features: torch.Tensor) -> torch.Tensor:
-        """Greedy subsets ``[B, T]``: each tool whose probability exceeds one half."""
-        return (self.logits(features) > 0).float()
+        """Greedy subsets ``[B, T]``: each tool whose probability exceeds one half (none if it abstains)."""
+        tools, call = self.heads(features)
+        chosen = (tools > 0).float()
+        return chosen if call is None else chosen * (call > 0).float().unsqueeze(-1)
 
     @torch.no_grad()
     def tool_probabilities(self, features: torch.Tensor) -> torch.Tensor:
-        return torch.sigmoid(self.logits(features))
+        """Each tool's marginal probability of being called (times σ(c) with ``abstain``)."""
+        tools, call = self.heads(features)
+        probs = torch.sigmoid(tools)
+        return probs if call is None else probs * torch.sigmoid(call).unsqueeze(-1)
 
 
 def drop_inputs(features: torch.Tensor, columns: dict, dropout: dict, generator: torch.Generator) -> torch.Tensor:
