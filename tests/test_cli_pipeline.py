@@ -110,6 +110,7 @@ def test_an_eval_over_broken_rows_and_clips_counts_every_row(tiny_config, tiny_b
     ("policy: {lm: {learning_rte: 1.0e-6}}\n", "unknown field policy.lm.learning_rte"),
     ("tools: {enabled: [asr, whisper]}\n", "unregistered tools ['whisper']"),
     ("data: {dev_fraction: 1.5}\n", "data.dev_fraction must be in [0, 1)"),
+    ("reward: {tool_cost: -0.05}\n", "reward.tool_cost must be a number in [0, 1)"),
 ])
 def test_config_errors_name_file_and_field_before_any_work(tmp_path, capsys, yaml_text, message):
     bad = tmp_path / "bad.yaml"

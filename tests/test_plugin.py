@@ -57,6 +57,22 @@ def test_round_trip_selects_like_the_trained_router(exported, click_wav):
     assert torch.equal(loaded.router.select(loaded.featurizer([question], [str(click_wav[0])], [choices])), expected)
 
 
+def test_a_router_with_the_no_tool_action_round_trips(tmp_path, click_wav):
+    """The call logit travels in the weights and the flag in the manifest: the loaded plugin abstains
+    where the trained router does, and selects where it does."""
+    featurizer = Featurizer(RouterConfig(abstain=True))
+    router = Router(featurizer.dim, RouterConfig(abstain=True), len(TOOLS))
+    question, choices = "What is the tempo of this drum beat?", ("90 BPM", "120 BPM")
+    for call, expected in ((-3.0, []), (3.0, ["asr", "tempo"])):
+        with torch.no_grad():
+            router.net[-1].bias.copy_(torch.tensor([3.0, -3.0, -3.0, 3.0, -3.0, -3.0, call]))
+        path = plugin_mod.export_router(tmp_path / f"call{call}", router, featurizer, TOOLS, "embedded", {}, 30.0,
+                                        {"name": "test"}, {})
+        loaded = plugin_mod.load(path)
+        assert loaded.manifest["policy_config"]["abstain"] is True
+        assert loaded.select(str(click_wav[0]), question, choices) == expected
+
+
 @pytest.mark.parametrize("name", ["../outside.txt", "/etc/hostname", "a/../../b.json", "weights.pt", "model.pkl", "x\\y.json", ""])
 def test_manifest_names_outside_the_folder_or_of_refused_kinds_are_refused(exported, tmp_path, name):
     copy = _copy(exported[0], tmp_path)

@@ -23,12 +23,14 @@ def setup(tiny_bench):
     return featurizer, samples, features, tiny_bench["records"], reasoner, tiny_bench["tools"]
 
 
-def _trainer(setup, steps, run_dir=None, seed=0, reward="differential", advantage="reward"):
+def _trainer(setup, steps, run_dir=None, seed=0, reward="differential", advantage="reward", tool_cost=0.0,
+             router=None):
     featurizer, samples, features, records, reasoner, tools = setup
     torch.manual_seed(seed)
-    policy = Router(featurizer.dim, RouterConfig(), len(tools))
+    policy = Router(featurizer.dim, router or RouterConfig(), len(tools))
     grpo = GRPOConfig(steps=steps, batch_size=8, group_size=6, learning_rate=0.01, beta=0.02, advantage=advantage)
-    return RouterTrainer(policy, features, samples, records, reasoner, grpo, tools, reward, run_dir=run_dir, seed=seed)
+    return RouterTrainer(policy, features, samples, records, reasoner, grpo, tools, reward, tool_cost, run_dir=run_dir,
+                         seed=seed)
 
 
 def _needed_tool_probability(trainer) -> float:
@@ -57,6 +59,24 @@ def test_the_rewards_train_the_same_policy_under_group_and_different_ones_under_
     same = (probabilities("differential", "group") - probabilities("binary", "group")).abs().max()
     apart = (probabilities("differential", "reward") - probabilities("binary", "reward")).abs().max()
     assert same < 1e-3 and apart > 0.05, (float(same), float(apart))
+
+
+def _empty_subset_probability(trainer) -> float:
+    empty = torch.zeros(len(trainer.features), 1, len(trainer.tool_ids))
+    return float(trainer.policy.log_prob(trainer.features, empty).exp().mean())
+
+
+@pytest.mark.parametrize("abstain", [False, True])
+def test_a_tool_cost_teaches_the_router_to_call_nothing(setup, abstain):
+    """Priced calls (0.3 a tool, more than most records are worth here) move mass onto the empty
+    subset, with or without the explicit no-tool action; unpriced, the same run does not."""
+    router = RouterConfig(abstain=abstain)
+    priced, free = (_trainer(setup, steps=30, tool_cost=cost, router=router) for cost in (0.3, 0.0))
+    before = _empty_subset_probability(priced)
+    for trainer in (priced, free):
+        trainer.train()
+    assert _empty_subset_probability(priced) > before + 0.25, (before, _empty_subset_probability(priced))
+    assert _empty_subset_probability(priced) > _empty_subset_probability(free) + 0.2
 
 
 def test_resume_matches_an_uninterrupted_run(setup, tmp_path):
@@ -153,3 +173,32 @@ def test_choice_contrast_embeds_only_what_the_options_disagree_about():
     assert cosine(contrasts[0], contrasts[1]) < cosine(means[0], means[1]) - 0.2, (
         cosine(contrasts[0], contrasts[1]), cosine(means[0], means[1]))
     assert torch.allclose(contrasts[0], torch.from_numpy(plain.text.encode(["major minor"])[0]))
+
+
+def test_the_no_tool_action_is_one_more_way_to_the_empty_subset():
+    """With ``abstain``, π is still a distribution over the 2^T subsets: the empty one gathers the
+    abstentions plus the all-"no" draws, sampling agrees with log π, and greedy selection abstains
+    when the call logit is negative, whatever the tool logits say."""
+    import itertools
+
+    torch.manual_seed(0)
+    tools = 3
+    router = Router(5, RouterConfig(abstain=True), tools)
+    features = torch.randn(2, 5)
+    every = torch.tensor(list(itertools.product([0.0, 1.0], repeat=tools))).expand(2, -1, -1)
+    probabilities = router.log_prob(features, every).exp()
+    assert torch.allclose(probabilities.sum(1), torch.ones(2), atol=1e-5)
+    draws = router.sample(features, 20_000, torch.Generator().manual_seed(0))
+    empty_share = (draws.sum(-1) == 0).float().mean(1)
+    assert torch.allclose(empty_share, probabilities[:, 0], atol=0.015), (empty_share, probabilities[:, 0])
+    tool_logits, call = router.heads(features)
+    all_no = torch.sigmoid(-tool_logits).prod(-1)
+    assert torch.allclose(probabilities[:, 0], torch.sigmoid(-call) + torch.sigmoid(call) * all_no)
+    assert (probabilities[:, 0] > all_no + 0.15).all()  # σ(call_init = 1): a quarter of draws abstain
+    with torch.no_grad():
+        router.net[-1].bias.copy_(torch.tensor([4.0, 4.0, 4.0, -4.0]))
+    assert router.select(features).sum() == 0
+    with torch.no_grad():
+        router.net[-1].bias[-1] = 4.0
+    assert router.select(features).sum() == 2 * tools
+    assert torch.allclose(router.tool_probabilities(features), torch.sigmoid(torch.tensor(4.0)) ** 2, atol=0.01)
