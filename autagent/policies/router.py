@@ -56,7 +56,8 @@ class RouterConfig:
     inputs)."""
     abstain: bool = False
     """An explicit no-tool action (the call logit in the module docstring), so that learning to call
-    nothing on a query is one decision rather than seven."""
+    nothing on a query is one decision rather than seven. Off by default: with the tool price it cost
+    the full router 1.3 points and helped the question-only one (README, router inputs)."""
     call_init: float = 1.0
     """Initial call logit with ``abstain``: σ(1) ≈ 0.73, so the router starts by abstaining on about a
     quarter of the draws (on top of the ~11 % empty subsets the tool logits give)."""
