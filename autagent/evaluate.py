@@ -11,24 +11,55 @@ Every row counts: a row the loader could not score, a clip no tool or reasoner c
 call that failed are all in ``n`` and wrong in ``accuracy``; ``official`` reproduces the published
 scripts (missing predictions skipped) for comparison with papers.
 """
+
 from __future__ import annotations
 
 import functools
 import json
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+
+from rewards.scoring import is_correct, official_correct
 
 from .data.sample import Sample
 from .policies.baselines import DescriptionSelector, RandomSelector, all_subsets
-from .reasoners.base import Reply
-from .scoring import is_correct, official_correct
+from .reasoners.base import ask_with_records
 
 Subset = tuple[str, ...]
-METHODS = ("no_tool", "random", "all_tools", "tools_desc", "single", "oracle_single", "oracle_subsets", "oracle_kind",
-           "policy")
+METHODS = (
+    "no_tool",
+    "random",
+    "all_tools",
+    "tools_desc",
+    "single",
+    "oracle_single",
+    "oracle_subsets",
+    "oracle_kind",
+    "policy",
+)
 SELECTORS = ("random", "tools_desc", "oracle_subsets", "oracle_kind", "policy")  # methods whose choice is scored
+
+
+@dataclass
+class EvalConfig:
+    methods: list = field(default_factory=lambda: list(METHODS))
+    """Baselines to run (every one of :data:`METHODS` by default; ``single:<tool>`` for one tool)."""
+    random_seed: int = 0
+    """Seed of the Random Selection baseline."""
+    desc_margin: float = 0.05
+    """Tools-with-descriptions: pick tools within this similarity of the best..."""
+    desc_floor: float = 0.15
+    """...and at least this similar to the question."""
+    oracle_max_size: int | None = None
+    """Largest subset the all-subsets oracle tries (None: every subset up to 8 tools, pairs beyond)."""
+    plots: bool = True
+    """Write the PNG plots."""
+    add_tools: list = field(default_factory=list)
+    """Tools the policy never trained with, added after training: a second evaluation
+    (``<run>/added/``) runs every method with them, and a ``tool_conditioned`` router scores them from
+    their descriptions (the held-out-tool experiment)."""
 
 
 def check_methods(methods, tool_ids) -> None:
@@ -49,26 +80,14 @@ class MethodResult:
     errors: list[str | None]
 
 
-def ask(reasoner, samples: list[Sample], records: dict[str, dict], subsets: list[Subset | None]) -> list[Reply]:
-    """Replies for each sample with its subset's records (None: the no-tool prompt); an unscorable
-    row is answered here, as an error, without calling anything."""
-    requests, where = [], []
-    replies: list[Reply | None] = [None] * len(samples)
-    for i, (sample, subset) in enumerate(zip(samples, subsets)):
-        if sample.meta.get("unscorable"):
-            replies[i] = Reply(None, f"unscorable row: {sample.meta['unscorable']}")
-            continue
-        requests.append((sample, None if subset is None else [records[sample.id][t] for t in subset]))
-        where.append(i)
-    for i, reply in zip(where, reasoner.ask(requests) if requests else []):
-        replies[i] = reply
-    return replies
-
-
 def run_method(reasoner, samples, records, subsets: list[Subset]) -> MethodResult:
-    replies = ask(reasoner, samples, records, [sub if sub else None for sub in subsets])
-    return MethodResult(list(subsets), [r.text for r in replies], [is_correct(s, r.text) for s, r in zip(samples, replies)],
-                        [r.error for r in replies])
+    replies = ask_with_records(reasoner, samples, records, subsets)
+    return MethodResult(
+        list(subsets),
+        [r.text for r in replies],
+        [is_correct(s, r.text) for s, r in zip(samples, replies)],
+        [r.error for r in replies],
+    )
 
 
 def every_subset(reasoner, samples, records, candidates: list[Subset]) -> dict[Subset, MethodResult]:
@@ -76,8 +95,9 @@ def every_subset(reasoner, samples, records, candidates: list[Subset]) -> dict[S
     return {c: run_method(reasoner, samples, records, [c] * len(samples)) for c in candidates}
 
 
-def oracle(reasoner, samples, records, candidates: list[Subset],
-           per_candidate: dict[Subset, MethodResult] | None = None) -> MethodResult:
+def oracle(
+    reasoner, samples, records, candidates: list[Subset], per_candidate: dict[Subset, MethodResult] | None = None
+) -> MethodResult:
     """Per sample, the smallest candidate subset whose answer is right (or the first, if none is)."""
     per_candidate = per_candidate or every_subset(reasoner, samples, records, candidates)
     subsets, predictions, correct, errors = [], [], [], []
@@ -104,8 +124,12 @@ def lookup_oracle(samples, per_candidate: dict[Subset, MethodResult]) -> MethodR
         for i in rows:
             chosen[i] = best
     picked = [per_candidate[c] for c in chosen]
-    return MethodResult(chosen, [r.predictions[i] for i, r in enumerate(picked)],
-                        [r.correct[i] for i, r in enumerate(picked)], [r.errors[i] for i, r in enumerate(picked)])
+    return MethodResult(
+        chosen,
+        [r.predictions[i] for i, r in enumerate(picked)],
+        [r.correct[i] for i, r in enumerate(picked)],
+        [r.errors[i] for i, r in enumerate(picked)],
+    )
 
 
 def _rates(samples, result: MethodResult, key: Callable) -> dict:
@@ -122,15 +146,21 @@ def summarise(samples: list[Sample], result: MethodResult, tool_ids) -> dict:
     official = [official_correct(s, p) for s, p in zip(samples, result.predictions)]
     scored = [x for x in official if x is not None]
     calls = Counter(t for sub in result.subsets for t in sub)
-    return {"accuracy": sum(result.correct) / n if n else 0.0, "n": n,
-            "official": {"accuracy": sum(scored) / len(scored) if scored else 0.0, "n": len(scored),
-                         "skipped": n - len(scored)},
-            "errors": sum(e is not None for e in result.errors),
-            "by_domain": {d: v["accuracy"] for d, v in _rates(samples, result, lambda s: s.domain or "all").items()},
-            "by_category": _rates(samples, result, lambda s: s.category),
-            "by_subcategory": _rates(samples, result, lambda s: s.meta.get("sub-category")),
-            "avg_tools": sum(len(s) for s in result.subsets) / n if n else 0.0,
-            "tool_calls": {t: calls.get(t, 0) for t in tool_ids}}
+    return {
+        "accuracy": sum(result.correct) / n if n else 0.0,
+        "n": n,
+        "official": {
+            "accuracy": sum(scored) / len(scored) if scored else 0.0,
+            "n": len(scored),
+            "skipped": n - len(scored),
+        },
+        "errors": sum(e is not None for e in result.errors),
+        "by_domain": {d: v["accuracy"] for d, v in _rates(samples, result, lambda s: s.domain or "all").items()},
+        "by_category": _rates(samples, result, lambda s: s.category),
+        "by_subcategory": _rates(samples, result, lambda s: s.meta.get("sub-category")),
+        "avg_tools": sum(len(s) for s in result.subsets) / n if n else 0.0,
+        "tool_calls": {t: calls.get(t, 0) for t in tool_ids},
+    }
 
 
 def selection_quality(samples: list[Sample], subsets: list[Subset]) -> dict | None:
@@ -141,31 +171,58 @@ def selection_quality(samples: list[Sample], subsets: list[Subset]) -> dict | No
     if not known:
         return None
     per_kind: dict[str, list] = defaultdict(lambda: [0, 0, 0])  # true positives, called, needed
+    per_tool: dict[str, list] = defaultdict(lambda: [0, 0, 0])
     for sample, called in known:
         needed = set(sample.meta["tools"])
         counts = per_kind[sample.category]
         counts[0] += len(called & needed)
         counts[1] += len(called)
         counts[2] += len(needed)
+        for tool in called | needed:
+            row = per_tool[tool]
+            row[0] += tool in called and tool in needed
+            row[1] += tool in called
+            row[2] += tool in needed
     hearing = [not called for s, called in known if not s.meta["tools"]]
-    return {"per_kind": {k: {"precision": tp / c if c else None, "recall": tp / nd if nd else None}
-                         for k, (tp, c, nd) in sorted(per_kind.items())},
-            "precision": sum(v[0] for v in per_kind.values()) / max(sum(v[1] for v in per_kind.values()), 1),
-            "recall": sum(v[0] for v in per_kind.values()) / max(sum(v[2] for v in per_kind.values()), 1),
-            "no_call_share_on_hearing_items": sum(hearing) / len(hearing) if hearing else None}
+    return {
+        "per_kind": {
+            k: {"precision": tp / c if c else None, "recall": tp / nd if nd else None}
+            for k, (tp, c, nd) in sorted(per_kind.items())
+        },
+        "per_tool": {
+            t: {"precision": tp / c if c else None, "recall": tp / nd if nd else None, "called": c, "needed": nd}
+            for t, (tp, c, nd) in sorted(per_tool.items())
+        },
+        "precision": sum(v[0] for v in per_kind.values()) / max(sum(v[1] for v in per_kind.values()), 1),
+        "recall": sum(v[0] for v in per_kind.values()) / max(sum(v[2] for v in per_kind.values()), 1),
+        "no_call_share_on_hearing_items": sum(hearing) / len(hearing) if hearing else None,
+    }
 
 
 def versus(reference: MethodResult, other: MethodResult) -> dict:
     """Improved / Degraded / Both-correct / Both-wrong counts of ``other`` against ``reference``."""
     pairs = Counter((a, b) for a, b in zip(reference.correct, other.correct))
-    return {"improved": pairs[(False, True)], "degraded": pairs[(True, False)],
-            "both_correct": pairs[(True, True)], "both_wrong": pairs[(False, False)]}
+    return {
+        "improved": pairs[(False, True)],
+        "degraded": pairs[(True, False)],
+        "both_correct": pairs[(True, True)],
+        "both_wrong": pairs[(False, False)],
+    }
 
 
-def evaluate(samples: list[Sample], records: dict[str, dict], reasoner, methods: list[str], tool_ids,
-             policy_select: Callable[[list[Sample]], list[Subset]] | None = None, random_seed: int = 0,
-             desc_margin: float = 0.05, desc_floor: float = 0.15, oracle_max_size: int | None = None,
-             progress: bool = False) -> tuple[dict, dict[str, MethodResult]]:
+def evaluate(
+    samples: list[Sample],
+    records: dict[str, dict],
+    reasoner,
+    methods: list[str],
+    tool_ids,
+    policy_select: Callable[[list[Sample]], list[Subset]] | None = None,
+    random_seed: int = 0,
+    desc_margin: float = 0.05,
+    desc_floor: float = 0.15,
+    oracle_max_size: int | None = None,
+    progress: bool = False,
+) -> tuple[dict, dict[str, MethodResult]]:
     """Run ``methods`` and return (the ``methods`` block of metrics.json, raw results by name)."""
     from .progress import progress as tqdm
 
@@ -182,9 +239,11 @@ def evaluate(samples: list[Sample], records: dict[str, dict], reasoner, methods:
     if "all_tools" in wanted:
         plan.append(("all_tools", fixed(tool_ids)))
     if "tools_desc" in wanted:
+
         def tools_desc():
             selector = DescriptionSelector(tool_ids, desc_margin, desc_floor)
             return run_method(reasoner, samples, records, [selector.select(s) for s in samples])
+
         plan.append(("tools_desc", tools_desc))
     singles = tool_ids if "single" in wanted else tuple(t for t in tool_ids if f"single:{t}" in wanted)
     plan += [(f"single:{t}", fixed((t,))) for t in singles]
@@ -221,25 +280,51 @@ def tool_error_counts(samples: list[Sample], records: dict[str, dict]) -> dict[s
     return dict(sorted(counts.items()))
 
 
-def write_outputs(out_dir: str | Path, dataset: str, reasoner_name: str, samples: list[Sample], block: dict,
-                  results: dict[str, MethodResult], tool_ids, plots: bool = True, extra: dict | None = None) -> dict:
+def write_outputs(
+    out_dir: str | Path,
+    dataset: str,
+    reasoner_name: str,
+    samples: list[Sample],
+    block: dict,
+    results: dict[str, MethodResult],
+    tool_ids,
+    plots: bool = True,
+    extra: dict | None = None,
+) -> dict:
     """Write metrics.json, predictions.jsonl, report.md and the plots; return the metrics."""
     from .report import markdown_report, plot_accuracy, plot_tool_calls
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    metrics = {"dataset": dataset, "reasoner": reasoner_name, "n": len(samples), "tools": list(tool_ids),
-               "unscorable": [{"id": s.id, "row": s.meta.get("row"), "reason": s.meta["unscorable"]}
-                              for s in samples if s.meta.get("unscorable")],
-               "methods": block, **(extra or {})}
+    metrics = {
+        "dataset": dataset,
+        "reasoner": reasoner_name,
+        "n": len(samples),
+        "tools": list(tool_ids),
+        "unscorable": [
+            {"id": s.id, "row": s.meta.get("row"), "reason": s.meta["unscorable"]}
+            for s in samples
+            if s.meta.get("unscorable")
+        ],
+        "methods": block,
+        **(extra or {}),
+    }
     tmp = out / "metrics.json.tmp"
     tmp.write_text(json.dumps(metrics, indent=2))
     tmp.replace(out / "metrics.json")
     with open(out / "predictions.jsonl", "w") as handle:
         for name, r in results.items():
             for s, sub, pred, ok, err in zip(samples, r.subsets, r.predictions, r.correct, r.errors):
-                row = {"id": s.id, "method": name, "domain": s.domain, "category": s.category, "tools": list(sub),
-                       "prediction": pred, "answer": s.answer, "correct": ok}
+                row = {
+                    "id": s.id,
+                    "method": name,
+                    "domain": s.domain,
+                    "category": s.category,
+                    "tools": list(sub),
+                    "prediction": pred,
+                    "answer": s.answer,
+                    "correct": ok,
+                }
                 if err:
                     row["error"] = err
                 handle.write(json.dumps(row) + "\n")

@@ -18,6 +18,7 @@ For a group of G tool subsets z_1..z_G sampled for one query from π_old, with r
 Loss = −mean_i [surrogate_i − β · KL_i].  The router's action is one subset, so this is TRL's
 ``grpo`` loss with a single "token"; the LM policy gets ``grpo.loss_type`` (default ``grpo``).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -81,7 +82,7 @@ def group_advantages(rewards: torch.Tensor, epsilon: float = 1e-4) -> torch.Tens
     return torch.where(std > 0, advantages, torch.zeros_like(advantages))
 
 
-def batch_advantages(rewards: torch.Tensor, epsilon: float = 1e-4) -> torch.Tensor:
+def batch_advantages(rewards: torch.Tensor, epsilon: float) -> torch.Tensor:
     """Mean and std over every completion of the batch; an all-equal batch gives zeros."""
     std = rewards.std(unbiased=False)
     if std == 0:
@@ -100,8 +101,9 @@ def advantages(rewards: torch.Tensor, kind: str, epsilon: float = 1e-4) -> torch
     raise ValueError(f"unknown advantage estimator {kind!r}; choose one of {list(ADVANTAGES)}")
 
 
-def clipped_surrogate(logp_new: torch.Tensor, logp_old: torch.Tensor, advantages: torch.Tensor,
-                      clip_epsilon: float) -> torch.Tensor:
+def clipped_surrogate(
+    logp_new: torch.Tensor, logp_old: torch.Tensor, advantages: torch.Tensor, clip_epsilon: float
+) -> torch.Tensor:
     """Eq. 4, elementwise."""
     ratio = torch.exp(logp_new - logp_old)
     return torch.minimum(ratio * advantages, torch.clamp(ratio, 1 - clip_epsilon, 1 + clip_epsilon) * advantages)
@@ -113,9 +115,20 @@ def kl_to_reference(logp_new: torch.Tensor, logp_ref: torch.Tensor) -> torch.Ten
     return torch.exp(log_ratio) - log_ratio - 1
 
 
-def grpo_loss(logp_new, logp_old, logp_ref, advantages, clip_epsilon: float, beta: float) -> tuple[torch.Tensor, dict]:
+def grpo_loss(
+    logp_new, logp_old, logp_ref, advantages, clip_epsilon: float, beta: float, mask: torch.Tensor | None = None
+) -> tuple[torch.Tensor, dict]:
+    """−mean[surrogate − β·KL] (Eq. 4 and 5).  Without ``mask`` each element is one action (the router's
+    subset).  With a ``[B, L]`` token ``mask`` the inputs are per token (the LM's completions, the
+    advantage broadcast over a completion's tokens): each completion's masked mean, then the mean over
+    completions, which is TRL's ``grpo`` loss (the paper's per-sequence mean)."""
     surrogate = clipped_surrogate(logp_new, logp_old, advantages, clip_epsilon)
     kl = kl_to_reference(logp_new, logp_ref)
-    loss = -(surrogate - beta * kl).mean()
+    per_element = -(surrogate - beta * kl)
+    if mask is None:
+        loss = per_element.mean()
+    else:
+        mask = mask.to(per_element.dtype)
+        loss = ((per_element * mask).sum(-1) / mask.sum(-1).clamp(min=1.0)).mean()
     clipped = ((torch.exp(logp_new - logp_old) - 1).abs() > clip_epsilon).float().mean()
     return loss, {"kl": kl.mean().item(), "clip_fraction": clipped.item(), "surrogate": surrogate.mean().item()}

@@ -3,12 +3,13 @@
     data -> tool records (Ray pool + cache) -> train (router: GRPO here; lm: TRL) -> plugin -> evaluation
 
 into ``runs/<name>/`` (config, checkpoints, logs, metrics.json, report.md, plots, plugin/).  The
-policies plug in a training step (:func:`autagent.train.train_router`,
+policies plug in a training step (:func:`autagent.policies.router.train.train_router`,
 :func:`autagent.policies.lm.recipe.train_lm`); lower layers never import this module.
 
 Data: a config that names dataset files never generates the embedded benchmark; with no dev file
 ``data.dev_fraction`` of train is held out (seeded, logged), or dev evaluation is skipped (logged).
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -42,7 +43,8 @@ def _load(path, config: RunConfig, limit, what: str, notes: list[str]) -> list[S
     loaded = load(path, config.data.format, limit, config.data.audio_wording)
     note = f"{what}: {path} ({loaded.format}), {len(loaded.scorable)} of {loaded.rows} rows usable"
     if loaded.rejected:
-        note += f", {len(loaded.rejected)} unscorable (first: row {loaded.rejected[0]['row']}: {loaded.rejected[0]['reason']})"
+        first = loaded.rejected[0]
+        note += f", {len(loaded.rejected)} unscorable (first: row {first['row']}: {first['reason']})"
     notes.append(note)
     return loaded.samples if what == "test" else loaded.scorable
 
@@ -51,11 +53,17 @@ def load_splits(config: RunConfig, need_train: bool = True) -> Splits:
     data, notes = config.data, []
     if data.uses_files:
         if need_train and not data.train:
-            raise ConfigError("data.train is required for training when any dataset file is named "
-                              "(the embedded benchmark is only used when no file is)")
-        paths = {"train": data.train if need_train else None, "dev": data.dev if need_train else None, "test": data.test}
+            raise ConfigError(
+                "data.train is required for training when any dataset file is named "
+                "(the embedded benchmark is only used when no file is)"
+            )
+        paths = {
+            "train": data.train if need_train else None,
+            "dev": data.dev if need_train else None,
+            "test": data.test,
+        }
     else:
-        from .data.bench import generate
+        from .data.generator import generate
 
         generated = generate(data.benchmark, progress=config.logging.progress)
         paths = {k: str(generated[k]) if k in generated else None for k in ("train", "dev", "test")}
@@ -72,14 +80,18 @@ def load_splits(config: RunConfig, need_train: bool = True) -> Splits:
             dev_ids = set(order[:cut].tolist())
             loaded["dev"] = [s for i, s in enumerate(loaded["train"]) if i in dev_ids]
             loaded["train"] = [s for i, s in enumerate(loaded["train"]) if i not in dev_ids]
-            notes.append(f"dev: {cut} rows held out of train (data.dev_fraction {data.dev_fraction}, seed {data.dev_seed})")
+            notes.append(
+                f"dev: {cut} rows held out of train (data.dev_fraction {data.dev_fraction}, seed {data.dev_seed})"
+            )
         else:
             notes.append("dev: none (no dev file, data.dev_fraction 0): dev evaluation is skipped")
     if not paths["test"]:
         notes.append("test: none: the run trains and exports, and evaluates nothing")
     for note in notes:
         log.info(note)
-    return Splits(loaded["train"], loaded["dev"], loaded["test"], Path(paths["test"]).stem if paths["test"] else "", notes)
+    return Splits(
+        loaded["train"], loaded["dev"], loaded["test"], Path(paths["test"]).stem if paths["test"] else "", notes
+    )
 
 
 def tool_records(config: RunConfig, samples: list[Sample], pool: ToolPool | None = None) -> dict[str, dict]:
@@ -101,8 +113,14 @@ class Logger:
             import wandb
 
             config.run_dir.mkdir(parents=True, exist_ok=True)
-            self.run = wandb.init(project=config.logging.project, name=config.name, mode=config.logging.wandb_mode,
-                                  dir=str(config.run_dir), config=to_dict(config), reinit="finish_previous")
+            self.run = wandb.init(
+                project=config.logging.project,
+                name=config.name,
+                mode=config.logging.wandb_mode,
+                dir=str(config.run_dir),
+                config=to_dict(config),
+                reinit="finish_previous",
+            )
 
     def log(self, metrics: dict, step: int | None = None) -> None:
         if self.run is not None:
@@ -125,29 +143,63 @@ class RunContext:
     reasoner: object
     logger: Logger
     tool_ids: tuple
+    state: object
+    """accelerate's process state (or a single-process stand-in): rank, main process, process count."""
 
     @property
     def config_dict(self) -> dict:
         return to_dict(self.config)
 
+    def record(self, event: str, **fields) -> None:
+        record_event(self.run_dir, self.state, event, **fields)
+
+
+def record_event(run_dir: Path, state, event: str, **fields) -> None:
+    """One line in ``<run>/events.jsonl`` (rank, pid, time, what happened): every rank appends to the
+    same file (short lines with O_APPEND are written whole), so a run's history survives a kill."""
+    import os
+
+    row = {"event": event, "rank": state.process_index, "pid": os.getpid(), "time": round(time.time(), 3), **fields}
+    with open(run_dir / "events.jsonl", "a") as handle:
+        handle.write(json.dumps(row) + "\n")
+
 
 def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | None = None):
+    """The plugin's ``select_many``, after the plugin's tools have become the run's (``config.tools`` is
+    updated in place; see :func:`autagent.plugin.run_tools`)."""
     if plugin_dir is None:
         return None
-    from .plugin import load
+    from .manifest import read_manifest
+    from .plugin import load, run_tools
 
-    plugin = load(plugin_dir, tools_profile=config.tools.profile, tool_settings=config.tools.settings,
-                  expected_sha256=expected_sha256)
-    missing = [t for t in plugin.tools if t not in config.tools.tool_ids]
-    if missing:
-        raise ConfigError(f"the plugin selects tools this run does not enable: {missing}; add them to tools.enabled")
+    config.tools, extra = run_tools(config.tools, read_manifest(plugin_dir, expected_sha256))
+    plugin = load(
+        plugin_dir,
+        tools_profile=config.tools.profile,
+        tool_settings=config.tools.settings,
+        expected_sha256=expected_sha256,
+        extra_tools=extra,
+    )
     return plugin.select_many
 
 
-def run_eval(config: RunConfig, out_dir: str | Path, plugin_dir: str | Path | None = None,
-             samples: list[Sample] | None = None, records: dict | None = None, dataset_name: str | None = None,
-             log_to_wandb: bool = False, expected_sha256: str | None = None) -> dict:
-    """Every baseline (and the plugin's policy) on the test split; writes the harness outputs."""
+def run_eval(
+    config: RunConfig,
+    out_dir: str | Path,
+    plugin_dir: str | Path | None = None,
+    samples: list[Sample] | None = None,
+    records: dict | None = None,
+    dataset_name: str | None = None,
+    log_to_wandb: bool = False,
+    expected_sha256: str | None = None,
+    policy_select=None,
+    reasoner=None,
+) -> dict:
+    """Every baseline (and the plugin's policy) on the test split; writes the harness outputs.
+
+    ``policy_select`` and ``reasoner``, when given, are used as they are (right after training: the
+    trained model and the reasoner already in memory) instead of loading the plugin and building a
+    reasoner; a reasoner passed in is left open for the caller."""
     from .evaluate import evaluate, tool_error_counts, write_outputs
     from .reasoners import build_reasoner
 
@@ -156,61 +208,109 @@ def run_eval(config: RunConfig, out_dir: str | Path, plugin_dir: str | Path | No
         samples, dataset_name = splits.test, splits.test_name
     if not samples:
         raise ConfigError("nothing to evaluate: no test split (set data.test, or use the embedded benchmark)")
-    policy_select = build_policy_select(plugin_dir, config, expected_sha256)  # refuse a bad plugin before any work
+    if policy_select is None:  # refuse a bad plugin before any work
+        policy_select = build_policy_select(plugin_dir, config, expected_sha256)
     tool_ids = config.tools.tool_ids
     records = records if records is not None else tool_records(config, samples)
     reasoner_config = config.eval_reasoner or config.reasoner
-    reasoner = build_reasoner(reasoner_config, config.answer_cache_dir, config.tools.max_seconds)
+    owned = reasoner is None
+    if owned:
+        reasoner = build_reasoner(reasoner_config, config.answer_cache_dir, config.tools.max_seconds)
     started = time.perf_counter()
     methods = list(config.eval.methods) if plugin_dir else [m for m in config.eval.methods if m != "policy"]
     oracle_size = config.eval.oracle_max_size or (None if len(tool_ids) <= 8 else 2)
     try:
-        block, results = evaluate(samples, records, reasoner, methods, tool_ids, policy_select, config.eval.random_seed,
-                                  config.eval.desc_margin, config.eval.desc_floor, oracle_size, config.logging.progress)
+        block, results = evaluate(
+            samples,
+            records,
+            reasoner,
+            methods,
+            tool_ids,
+            policy_select,
+            config.eval.random_seed,
+            config.eval.desc_margin,
+            config.eval.desc_floor,
+            oracle_size,
+            config.logging.progress,
+        )
     finally:
-        reasoner.close()
-    extra = {"reasoner_fingerprint": reasoner.fingerprint(), "eval_seconds": round(time.perf_counter() - started, 1),
-             "reasoner_calls": reasoner.calls, "reasoner_cache_hits": reasoner.hits,
-             "reasoner_failures": reasoner.failures, "tool_errors": tool_error_counts(samples, records)}
+        if owned:
+            reasoner.close()
+    extra = {
+        "reasoner_fingerprint": reasoner.fingerprint(),
+        "eval_seconds": round(time.perf_counter() - started, 1),
+        "reasoner_calls": reasoner.calls,
+        "reasoner_cache_hits": reasoner.hits,
+        "reasoner_failures": reasoner.failures,
+        "tool_errors": tool_error_counts(samples, records),
+    }
     if plugin_dir:
-        extra["plugin"] = {"path": str(plugin_dir),
-                           "content_hash": json.loads((Path(plugin_dir) / "manifest.json").read_text())["content_hash"]}
-    metrics = write_outputs(out_dir, dataset_name or "dataset", reasoner_config.kind + ":" + reasoner.name, samples,
-                            block, results, tool_ids, config.eval.plots, extra)
+        extra["plugin"] = {
+            "path": str(plugin_dir),
+            "content_hash": json.loads((Path(plugin_dir) / "manifest.json").read_text())["content_hash"],
+        }
+    metrics = write_outputs(
+        out_dir,
+        dataset_name or "dataset",
+        reasoner_config.kind + ":" + reasoner.name,
+        samples,
+        block,
+        results,
+        tool_ids,
+        config.eval.plots,
+        extra,
+    )
     if log_to_wandb:
         logger = Logger(config)
-        logger.log({f"eval/{name}/accuracy": m["accuracy"] for name, m in block.items()}
-                   | {f"eval/{name}/avg_tools": m["avg_tools"] for name, m in block.items()})
+        logger.log(
+            {f"eval/{name}/accuracy": m["accuracy"] for name, m in block.items()}
+            | {f"eval/{name}/avg_tools": m["avg_tools"] for name, m in block.items()}
+        )
         logger.finish()
     return metrics
 
 
-def distributed_state():
-    """accelerate's process state under ``accelerate launch``; a single-process stand-in otherwise."""
+def distributed_state(config: RunConfig | None = None):
+    """accelerate's process state under ``accelerate launch`` (gloo between CPU ranks when there is no
+    GPU, or the LM trains on the CPU); a single-process stand-in otherwise."""
     import os
 
     if "LOCAL_RANK" in os.environ:
+        import torch
         from accelerate import PartialState
 
-        return PartialState()
-    return type("Single", (), {"is_main_process": True, "main_process_first": staticmethod(nullcontext)})()
+        use_cpu = config is not None and config.policy.kind == "lm" and config.policy.lm.use_cpu
+        return PartialState(cpu=use_cpu or not torch.cuda.is_available())
+    return type(
+        "Single",
+        (),
+        {
+            "is_main_process": True,
+            "process_index": 0,
+            "num_processes": 1,
+            "main_process_first": staticmethod(nullcontext),
+        },
+    )()
 
 
 def run_train(config: RunConfig, resume: bool = False) -> dict | None:
     """The whole main job; returns the test metrics (also in ``runs/<name>/metrics.json``)."""
     from .reasoners import build_reasoner
 
-    state = distributed_state()
+    state = distributed_state(config)
     run_dir = config.run_dir
     started_before = (run_dir / "checkpoints").exists() or any((run_dir / "trainer").glob("checkpoint-*"))
     if not resume and started_before:
         raise FileExistsError(f"{run_dir} already holds a run: use --resume to continue it, or another name")
     run_dir.mkdir(parents=True, exist_ok=True)
-    if not resume:
+    if not resume and state.is_main_process:
         (run_dir / "train_log.jsonl").unlink(missing_ok=True)
     save_config(config, run_dir / "config.yaml")
+    record_event(run_dir, state, "started", resume=resume, processes=state.num_processes)
     timings: dict[str, float] = {}
-    with state.main_process_first():  # rank 0 fills the data, tool and answer caches; the others then read them
+    with (
+        state.main_process_first()
+    ):  # rank 0 fills the data and tool caches, and fetches the reasoner; the others then read them
         t0 = time.perf_counter()
         splits = load_splits(config)
         timings["data_s"] = time.perf_counter() - t0
@@ -220,33 +320,74 @@ def run_train(config: RunConfig, resume: bool = False) -> dict | None:
         pool = ToolPool(config.tools)
         records = tool_records(config, splits.train + splits.dev + splits.test, pool)
         timings["tools_s"] = time.perf_counter() - t0
+        tool_nodes = pool.nodes()
+        pool.shutdown()  # every record is cached now: free the tools' memory (GPUs on a cluster) for training
+        record_event(run_dir, state, "tools", computed=pool.computed, errors=pool.errors, nodes=tool_nodes)
         reasoner = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
-    logger = Logger(config) if state.is_main_process else Logger(dataclasses.replace(config, logging=dataclasses.replace(
-        config.logging, wandb=False)))
-    context = RunContext(config, run_dir, splits, records, pool, reasoner, logger, config.tools.tool_ids)
+    logger = (
+        Logger(config)
+        if state.is_main_process
+        else Logger(dataclasses.replace(config, logging=dataclasses.replace(config.logging, wandb=False)))
+    )
+    context = RunContext(config, run_dir, splits, records, pool, reasoner, logger, config.tools.tool_ids, state)
     t0 = time.perf_counter()
     if config.policy.kind == "lm":
         from .policies.lm.recipe import train_lm as train_step
     else:
-        from .train import train_router as train_step
+        from .policies.router.train import train_router as train_step
     try:
-        plugin_dir, summary = train_step(context, resume)
+        plugin_dir, summary, selector = train_step(context, resume)
+        timings["train_s"] = time.perf_counter() - t0
+        record_event(
+            run_dir,
+            state,
+            "trained",
+            steps=summary.get("steps"),
+            reasoner_calls=reasoner.calls,
+            reasoner_cache_hits=reasoner.hits,
+            reasoner_failures=reasoner.failures,
+        )
+        if not state.is_main_process:
+            return None
+        if config.policy.kind == "router":
+            from .report import plot_training
+
+            plot_training(run_dir / "train_log.jsonl", run_dir / "training.png", config.tools.tool_ids)
+        metrics: dict = {"training": summary, "data_notes": splits.notes}
+        if splits.test:
+            t0 = time.perf_counter()
+            select = selector.select_many if selector is not None else None
+            own = {"policy_select": select, "reasoner": reasoner}  # evaluate with what is already loaded
+            test = (splits.test, records, splits.test_name)
+            if config.eval_reasoner is None:
+                metrics = run_eval(config, run_dir, plugin_dir, *test, **own) | metrics
+            else:  # transfer: the other reasoner, and the training reasoner on its own plugin
+                metrics = run_eval(config, run_dir, plugin_dir, *test, policy_select=select) | metrics
+                self_config = dataclasses.replace(config, eval_reasoner=None)
+                metrics["self"] = run_eval(self_config, run_dir / "self", plugin_dir, *test, **own)["methods"]
+            if config.eval.add_tools:  # the held-out-tool experiment: the same plugin, more tools
+                tools = dataclasses.replace(config.tools, enabled=[*config.tools.tool_ids, *config.eval.add_tools])
+                added = dataclasses.replace(config, tools=tools, eval=dataclasses.replace(config.eval, add_tools=[]))
+                metrics["added_tools"] = {
+                    "tools": list(config.eval.add_tools),
+                    "methods": run_eval(
+                        added,
+                        run_dir / "added",
+                        plugin_dir,
+                        splits.test,
+                        None,
+                        splits.test_name,
+                        reasoner=reasoner if config.eval_reasoner is None else None,
+                    )["methods"],
+                }
+            timings["eval_s"] = time.perf_counter() - t0
+        from .manifest import update_card
+
+        content = update_card(plugin_dir, metrics if splits.test else None)  # the card gains the run's table
+        metrics["plugin"] = {"path": str(plugin_dir), "content_hash": content}
+        log.info("plugin: %s (content hash %s)", plugin_dir, content)
     finally:
         reasoner.close()
-    timings["train_s"] = time.perf_counter() - t0
-    if not state.is_main_process:
-        return None
-    log.info("plugin: %s (content hash %s)", plugin_dir,
-             json.loads((Path(plugin_dir) / "manifest.json").read_text())["content_hash"])
-    metrics: dict = {"training": summary, "data_notes": splits.notes}
-    if splits.test:
-        t0 = time.perf_counter()
-        metrics = run_eval(config, run_dir, plugin_dir, splits.test, records, splits.test_name) | metrics
-        if config.eval_reasoner is not None:  # transfer: also the training reasoner on its own plugin
-            self_config = dataclasses.replace(config, eval_reasoner=None)
-            metrics["self"] = run_eval(self_config, run_dir / "self", plugin_dir, splits.test, records,
-                                       splits.test_name)["methods"]
-        timings["eval_s"] = time.perf_counter() - t0
     metrics["timings"] = {k: round(v, 1) for k, v in timings.items()}
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     if "methods" in metrics:

@@ -1,4 +1,5 @@
 """Progress bars that stay readable in logs: live on a terminal, a line every 10 s otherwise."""
+
 from __future__ import annotations
 
 import sys

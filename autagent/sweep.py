@@ -20,6 +20,7 @@ policy's test accuracy and average tools as mean ± std over seeds (and each see
 baselines of the same test split, selection quality, and for each compared pair the share of test
 items on which the two policies, trained from the same seed, choose different tools.
 """
+
 from __future__ import annotations
 
 import json
@@ -40,13 +41,21 @@ def read_sweep(path: str | Path) -> dict:
     if not path.is_file():
         raise ConfigError(f"{path}: sweep file not found")
     spec = yaml.safe_load(path.read_text()) or {}
-    unknown = sorted(set(spec) - {"base", "seeds", "output_dir", "variants", "compare", "set"})
+    known = {"base", "seeds", "output_dir", "variants", "compare", "set", "selection_check"}
+    unknown = sorted(set(spec) - known)
     if unknown:
-        raise ConfigError(f"{path}: unknown field {unknown[0]}; known: base, seeds, output_dir, variants, compare, set")
+        raise ConfigError(f"{path}: unknown field {unknown[0]}; known: {', '.join(sorted(known))}")
+    check = spec.get("selection_check")
+    if check is not None and (not isinstance(check, dict) or "queries" not in check):
+        raise ConfigError(f"{path}: selection_check must map queries (a JSONL file) and optionally optional (tools)")
     for key in ("base", "seeds", "variants"):
         if key not in spec:
             raise ConfigError(f"{path}: field {key!r} is missing")
-    if not isinstance(spec["seeds"], list) or len(spec["seeds"]) < 1 or not all(isinstance(s, int) for s in spec["seeds"]):
+    if (
+        not isinstance(spec["seeds"], list)
+        or len(spec["seeds"]) < 1
+        or not all(isinstance(s, int) for s in spec["seeds"])
+    ):
         raise ConfigError(f"{path}: seeds must be a list of integers")
     if not isinstance(spec["variants"], dict) or not spec["variants"]:
         raise ConfigError(f"{path}: variants must map names to overrides")
@@ -58,8 +67,11 @@ def read_sweep(path: str | Path) -> dict:
 
 
 def _mean_std(values: list[float]) -> dict:
-    return {"mean": statistics.fmean(values), "std": statistics.stdev(values) if len(values) > 1 else 0.0,
-            "values": values}
+    return {
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "values": values,
+    }
 
 
 def _selections(run_dir: Path) -> dict[str, tuple]:
@@ -84,30 +96,45 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
     runs: dict[str, dict[int, dict]] = {}
     for name in names:
         for seed in spec["seeds"]:
-            overrides = {**(spec.get("set") or {}), **(spec["variants"][name] or {}), "seed": seed,
-                         "name": f"{name}-s{seed}", "output_dir": str(out)}
+            overrides = {
+                **(spec.get("set") or {}),
+                **(spec["variants"][name] or {}),
+                "seed": seed,
+                "name": f"{name}-s{seed}",
+                "output_dir": str(out),
+            }
             config = load_config(spec["base"], overrides)
             done = config.run_dir / "metrics.json"
             if not (resume and done.exists()):
                 if config.run_dir.exists() and not resume:
                     raise FileExistsError(f"{config.run_dir} exists: pass --resume to reuse finished runs")
                 train_in_own_process(config, resume=resume and (config.run_dir / "checkpoints").exists())
-            runs.setdefault(name, {})[seed] = json.loads(done.read_text())
+            metrics = json.loads(done.read_text())
+            if spec.get("selection_check"):
+                metrics["selection_check"] = selection_check(config.run_dir, spec["selection_check"])
+            runs.setdefault(name, {})[seed] = metrics
     summary = {"sweep": str(path), "seeds": spec["seeds"], "variants": {}, "baselines": {}, "compare": []}
     for name, by_seed in runs.items():
         policy = [m["methods"]["policy"] for m in by_seed.values()]
         summary["variants"][name] = {
-            "overrides": spec["variants"][name], "accuracy": _mean_std([p["accuracy"] for p in policy]),
+            "overrides": spec["variants"][name],
+            "accuracy": _mean_std([p["accuracy"] for p in policy]),
             "avg_tools": _mean_std([p["avg_tools"] for p in policy]),
-            "selection_precision": _mean_std([p["selection"]["precision"] for p in policy if p.get("selection")] or [0.0]),
+            "selection_precision": _mean_std(
+                [p["selection"]["precision"] for p in policy if p.get("selection")] or [0.0]
+            ),
             "selection_recall": _mean_std([p["selection"]["recall"] for p in policy if p.get("selection")] or [0.0]),
-            "no_call_on_hearing_items": _mean_std([p["selection"]["no_call_share_on_hearing_items"] or 0.0
-                                                   for p in policy if p.get("selection")] or [0.0])}
+            "no_call_on_hearing_items": _mean_std(
+                [p["selection"]["no_call_share_on_hearing_items"] or 0.0 for p in policy if p.get("selection")] or [0.0]
+            ),
+        }
+        summary["variants"][name].update(transfer_summary(by_seed) | added_tools_summary(by_seed))
         first = next(iter(by_seed.values()))["methods"]
         for baseline in BASELINES:
             if baseline in first:
-                summary["baselines"].setdefault(baseline, {"accuracy": first[baseline]["accuracy"],
-                                                           "avg_tools": first[baseline]["avg_tools"]})
+                summary["baselines"].setdefault(
+                    baseline, {"accuracy": first[baseline]["accuracy"], "avg_tools": first[baseline]["avg_tools"]}
+                )
     for a, b in spec.get("compare", []):
         if a in runs and b in runs:
             shares = []
@@ -122,22 +149,110 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
     return summary
 
 
+def selection_check(run_dir: Path, spec: dict) -> dict:
+    """The run's plugin and Tools-with-Descriptions on the labelled transfer questions
+    (:mod:`autagent.selection_check`), computed once per run into ``selection_check.json``."""
+    from .plugin import load
+    from .selection_check import check, description_selector, load_labelled
+
+    path = run_dir / "selection_check.json"
+    if path.exists():
+        return json.loads(path.read_text())
+    items = load_labelled(spec["queries"], spec.get("audio_dir", ".cache/stand-in-audio"))
+    plugin = load(run_dir / "plugin")
+    result = check(
+        {"policy": plugin.select_many, "tools_desc": description_selector(plugin.tools)},
+        items,
+        spec.get("optional") or (),
+    )
+    path.write_text(json.dumps(result, indent=2))
+    return result
+
+
+def transfer_summary(by_seed: dict) -> dict:
+    """Mean ± std over seeds of the transfer check, for the policy and Tools-with-Descriptions."""
+    checks = [m["selection_check"] for m in by_seed.values() if "selection_check" in m]
+    if not checks:
+        return {}
+    out = {}
+    for selector in ("policy", "tools_desc"):
+        for how in ("all_labels", "optional_exempt"):
+            for key in ("precision", "recall", "f1", "calls_per_item", "no_tool_items_left_toolless"):
+                values = [c[selector][how][key] for c in checks if c[selector][how][key] is not None]
+                out[f"transfer/{selector}/{how}/{key}"] = _mean_std(values or [0.0])
+    return out
+
+
+def added_tools_summary(by_seed: dict) -> dict:
+    """The held-out-tool experiment: with the tools added after training, the policy's accuracy, and
+    each added tool's recall on the test items that need it (mean ± std over seeds)."""
+    runs = [m["added_tools"] for m in by_seed.values() if "added_tools" in m]
+    if not runs:
+        return {}
+    out = {"added/accuracy": _mean_std([r["methods"]["policy"]["accuracy"] for r in runs])}
+    for tool in runs[0]["tools"]:
+        recalls = [r["methods"]["policy"]["selection"]["per_tool"].get(tool, {}).get("recall") or 0.0 for r in runs]
+        out[f"added/{tool}/recall"] = _mean_std(recalls)
+    return out
+
+
 def markdown(summary: dict) -> str:
     def pm(stat, scale=100.0, digits=1):
         return f"{scale * stat['mean']:.{digits}f} ± {scale * stat['std']:.{digits}f}"
 
-    lines = [f"# {summary['sweep']} (seeds {summary['seeds']}; policy on the test split, mean ± std over seeds)", "",
-             "| variant | accuracy | avg tools | tool precision | tool recall | no call on hearing items | per-seed accuracy |",
-             "|---|---|---|---|---|---|---|"]
+    lines = [
+        f"# {summary['sweep']} (seeds {summary['seeds']}; policy on the test split, mean ± std over seeds)",
+        "",
+        "| variant | accuracy | avg tools | tool precision | tool recall | no call on hearing items "
+        "| per-seed accuracy |",
+        "|---|---|---|---|---|---|---|",
+    ]
     for name, v in summary["variants"].items():
         seeds = ", ".join(f"{100 * x:.1f}" for x in v["accuracy"]["values"])
-        lines.append(f"| {name} | {pm(v['accuracy'])} | {pm(v['avg_tools'], 1.0, 2)} | {pm(v['selection_precision'])} | "
-                     f"{pm(v['selection_recall'])} | {pm(v['no_call_on_hearing_items'])} | {seeds} |")
+        lines.append(
+            f"| {name} | {pm(v['accuracy'])} | {pm(v['avg_tools'], 1.0, 2)} | {pm(v['selection_precision'])} | "
+            f"{pm(v['selection_recall'])} | {pm(v['no_call_on_hearing_items'])} | {seeds} |"
+        )
     if summary["baselines"]:
         lines += ["", "| baseline (same test split) | accuracy | avg tools |", "|---|---|---|"]
-        lines += [f"| {k} | {100 * b['accuracy']:.1f} | {b['avg_tools']:.2f} |" for k, b in summary["baselines"].items()]
+        lines += [
+            f"| {k} | {100 * b['accuracy']:.1f} | {b['avg_tools']:.2f} |" for k, b in summary["baselines"].items()
+        ]
+    transfer = {n: v for n, v in summary["variants"].items() if "transfer/policy/all_labels/f1" in v}
+    if transfer:
+        lines += [
+            "",
+            "Transfer check (labelled questions from other benchmarks; precision / recall / F1 of the tools "
+            "called, and no-tool items left toolless):",
+            "",
+            "| variant | selector | labels | precision | recall | F1 | calls per item | no-tool items toolless |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for name, v in transfer.items():
+            for selector in ("policy", "tools_desc"):
+                for how in ("all_labels", "optional_exempt"):
+                    key = f"transfer/{selector}/{how}/"
+                    lines.append(
+                        f"| {name} | {selector} | {how} | {pm(v[key + 'precision'])} | {pm(v[key + 'recall'])} | "
+                        f"{pm(v[key + 'f1'], 1.0, 3)} | {pm(v[key + 'calls_per_item'], 1.0, 2)} | "
+                        f"{pm(v[key + 'no_tool_items_left_toolless'])} |"
+                    )
+    added = {n: v for n, v in summary["variants"].items() if "added/accuracy" in v}
+    if added:
+        lines += [
+            "",
+            "Tools added after training (recall on the test items that need them):",
+            "",
+            "| variant | accuracy, trained tools | accuracy, tools added | added tool recall |",
+            "|---|---|---|---|",
+        ]
+        for name, v in added.items():
+            recalls = ", ".join(f"{k.split('/')[1]} {pm(r)}" for k, r in v.items() if k.endswith("/recall"))
+            lines.append(f"| {name} | {pm(v['accuracy'])} | {pm(v['added/accuracy'])} | {recalls} |")
     if summary["compare"]:
         lines += ["", "| pair (same seed) | items where the two policies select differently |", "|---|---|"]
-        lines += [f"| {c['pair'][0]} vs {c['pair'][1]} | {pm(c['share_of_items_with_different_selection'])} % |"
-                  for c in summary["compare"]]
+        lines += [
+            f"| {c['pair'][0]} vs {c['pair'][1]} | {pm(c['share_of_items_with_different_selection'])} % |"
+            for c in summary["compare"]
+        ]
     return "\n".join(lines) + "\n"

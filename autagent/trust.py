@@ -12,6 +12,7 @@ allow-list of file kinds, a pinned content hash and optional signatures.
   A plugin that is signed is verified whenever a key is given; a key given and no valid
   signature is a refusal.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -23,7 +24,7 @@ from pathlib import Path, PurePosixPath
 
 MAX_FILE_BYTES = 64 << 30  # 64 GiB: a 7B policy in bf16 is ~17 GB
 MAX_MANIFEST_BYTES = 16 << 20
-ALLOWED_SUFFIXES = (".safetensors", ".json", ".txt", ".jinja", ".model", ".tiktoken")
+ALLOWED_SUFFIXES = (".safetensors", ".json", ".txt", ".md", ".jinja", ".model", ".tiktoken")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".npy", ".npz", ".joblib")
 SIGNATURE_FIELDS = ("signature",)
 
@@ -124,9 +125,16 @@ def sign(manifest: dict, key_file: str | Path) -> dict:
         if not isinstance(private, Ed25519PrivateKey):
             raise PluginError(f"{key_file}: only Ed25519 private keys can sign plugins")
         public = private.public_key().public_bytes(serialization.Encoding.Raw, serialization.PublicFormat.Raw)
-        return {"kind": "ed25519", "value": private.sign(message).hex(), "key_id": hashlib.sha256(public).hexdigest()[:16]}
-    return {"kind": "hmac-sha256", "value": hmac.new(key, message, hashlib.sha256).hexdigest(),
-            "key_id": hashlib.sha256(b"autagent-hmac-id" + key).hexdigest()[:16]}
+        return {
+            "kind": "ed25519",
+            "value": private.sign(message).hex(),
+            "key_id": hashlib.sha256(public).hexdigest()[:16],
+        }
+    return {
+        "kind": "hmac-sha256",
+        "value": hmac.new(key, message, hashlib.sha256).hexdigest(),
+        "key_id": hashlib.sha256(b"autagent-hmac-id" + key).hexdigest()[:16],
+    }
 
 
 def verify_signature(manifest: dict, key_file: str | Path) -> str:

@@ -11,12 +11,14 @@ columns they read (lists aligned with ``completions``):
 Differential (the paper's): ``r = 1[ŷ = y*] − 1[y_base = y*]`` ∈ {−1, 0, +1}.
 Binary (the ablation):     ``r = 1[ŷ = y*]`` ∈ {0, 1}.
 """
+
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from functools import partial
-from typing import Callable
 
-from autagent.scoring import resolve_reply, string_match
+from .scoring import resolve_reply, string_match
 
 RewardFn = Callable[..., list[float]]
 
@@ -34,8 +36,9 @@ def _cost(num_tools, tool_cost: float, n: int) -> list[float]:
     return [tool_cost * k for k in num_tools]
 
 
-def differential_reward(prompts, completions, *, predictions, base_predictions, answer, choices,
-                        num_tools=None, tool_cost: float = 0.0, **_) -> list[float]:
+def differential_reward(
+    prompts, completions, *, predictions, base_predictions, answer, choices, num_tools=None, tool_cost: float = 0.0, **_
+) -> list[float]:
     """``1[ŷ = y*] − 1[y_base = y*]`` (minus ``tool_cost·|z|``): credit only for what the tools changed."""
     with_tools = _correct(predictions, answer, choices)
     without = _correct(base_predictions, answer, choices)
@@ -43,8 +46,9 @@ def differential_reward(prompts, completions, *, predictions, base_predictions, 
     return [w - b - c for w, b, c in zip(with_tools, without, cost)]
 
 
-def binary_reward(prompts, completions, *, predictions, answer, choices, num_tools=None,
-                  tool_cost: float = 0.0, **_) -> list[float]:
+def binary_reward(
+    prompts, completions, *, predictions, answer, choices, num_tools=None, tool_cost: float = 0.0, **_
+) -> list[float]:
     """``1[ŷ = y*]`` (minus ``tool_cost·|z|``): the ablation, blind to whether tools were needed."""
     correct = _correct(predictions, answer, choices)
     cost = _cost(num_tools, tool_cost, len(completions))
@@ -62,4 +66,20 @@ def get_reward(kind: str, tool_cost: float = 0.0) -> RewardFn:
     return fn
 
 
-__all__ = ["REWARDS", "binary_reward", "differential_reward", "get_reward"]
+@dataclass
+class RewardConfig:
+    kind: str = "differential"
+    """differential (1[ŷ = y*] − 1[y_base = y*]) or binary (1[ŷ = y*])."""
+    tool_cost: float = 0.0
+    """Subtracted per called tool. 0 is the paper's reward; the embedded configs use 0.05, because
+    without a price a router that cannot tell when tools help calls several of them anyway and loses
+    little (docs/results.md, "Tool cost")."""
+
+    def __post_init__(self):
+        if self.kind not in REWARDS:
+            raise ValueError(f"reward.kind must be one of {sorted(REWARDS)}, got {self.kind!r}")
+        if not isinstance(self.tool_cost, (int, float)) or not 0 <= self.tool_cost < 1:
+            raise ValueError(f"reward.tool_cost must be a number in [0, 1), got {self.tool_cost!r}")
+
+
+__all__ = ["RewardConfig", "REWARDS", "binary_reward", "differential_reward", "get_reward"]

@@ -2,13 +2,25 @@
 
 Everything is built locally (espeak-ng, fluidsynth, numpy); nothing is downloaded.
 """
+
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
+import shutil
+from pathlib import Path
 
-for _key, _value in {"OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-                     "WANDB_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0", "TOKENIZERS_PARALLELISM": "false",
-                     "PYANNOTE_METRICS_ENABLED": "0"}.items():
+for _key, _value in {
+    "OMP_NUM_THREADS": "1",
+    "MKL_NUM_THREADS": "1",
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "WANDB_MODE": "disabled",
+    "RAY_USAGE_STATS_ENABLED": "0",
+    "TOKENIZERS_PARALLELISM": "false",
+    "PYANNOTE_METRICS_ENABLED": "0",
+}.items():
     os.environ.setdefault(_key, _value)
 
 import numpy as np  # noqa: E402
@@ -57,7 +69,7 @@ def click_wav(audio_dir):
     click = synth.tone(1500, 0.03, decay=120.0)
     for t in np.arange(0.0, 9.9, 60.0 / bpm):
         start = int(t * sr)
-        audio[start:start + len(click)] += click
+        audio[start : start + len(click)] += click
     path = audio_dir / "clicks.wav"
     synth.write_wav(path, synth.normalise(audio))
     return path, bpm
@@ -97,18 +109,43 @@ def quiet_wav(audio_dir):
     return path
 
 
+FIXTURES = Path(__file__).resolve().parent.parent / ".cache" / "tests"
+"""Persistent, content-keyed test fixtures: a fresh clone computes them once, later runs reuse them."""
+
+
+def generator_digest(config) -> str:
+    """What the embedded benchmark's output is a function of: the generator's and the synthesiser's
+    code and the config (a change to either makes a new fixture, never a stale one)."""
+    import hashlib
+
+    import autagent.data.generator as generator
+    from autagent.data import synth
+
+    digest = hashlib.sha256(json.dumps(dataclasses.asdict(config), sort_keys=True).encode())
+    for path in sorted(Path(generator.__file__).parent.glob("*.py")) + [Path(synth.__file__)]:
+        digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
 @pytest.fixture(scope="session")
-def tiny_bench(tmp_path_factory):
-    """A small embedded benchmark (every kind) with all seven embedded tools' records, computed once."""
+def tiny_bench():
+    """A small embedded benchmark (every kind, both phrasing pools) with all seven embedded tools'
+    records.  Kept under ``.cache/tests/`` keyed by the generator's code and config, and its records in
+    the content-addressed tool cache there, so only the first run on a machine pays for them."""
     from autagent.data import load_dataset
-    from autagent.data.bench import KINDS, EmbeddedBenchmarkConfig, generate
+    from autagent.data.generator import KINDS, EmbeddedBenchmarkConfig, generate
     from tools.pool import PoolConfig, ToolPool
 
-    root = tmp_path_factory.mktemp("bench")
-    paths = generate(EmbeddedBenchmarkConfig(root=str(root / "data"), seed=3, sizes={"train": 40, "test": 2 * len(KINDS)}),
-                     progress=False)
+    config = EmbeddedBenchmarkConfig(root="", seed=3, sizes={"train": 40, "test": 2 * len(KINDS)})
+    root = FIXTURES / f"bench-{generator_digest(config)}"
+    if not (root / "data" / ".complete").exists():
+        shutil.rmtree(root, ignore_errors=True)
+        generate(dataclasses.replace(config, root=str(root / "data")), progress=False)
+        (root / "data" / ".complete").write_text("generated\n")
+    paths = {split: root / "data" / f"{split}.json" for split in ("train", "test")}
     splits = {name: load_dataset(path) for name, path in paths.items()}
-    pool = ToolPool(PoolConfig(executor="local", cache_dir=str(root / "cache"), enabled=SEVEN))
+    cache = FIXTURES / "tools"
+    pool = ToolPool(PoolConfig(executor="local", cache_dir=str(cache), enabled=SEVEN))
     samples = splits["train"] + splits["test"]
     records = dict(zip([s.id for s in samples], pool.run_many([s.audio for s in samples])))
-    return {"root": root, "paths": paths, "cache": root / "cache", **splits, "records": records, "tools": tuple(SEVEN)}
+    return {"root": root, "paths": paths, "cache": cache, **splits, "records": records, "tools": tuple(SEVEN)}

@@ -1,19 +1,27 @@
 """The audio loader and bad-input handling: clear errors, and a batch that always completes."""
+
 from __future__ import annotations
+
+from pathlib import Path
 
 import numpy as np
 import pytest
 import soundfile as sf
 
 from tools import ToolRunner
-from tools.audio import AudioError, load_audio
+from tools.audio import AudioError, content_hash, load_audio
 from tools.pool import PoolConfig, ToolPool
 
 
 @pytest.fixture()
 def bad_files(tmp_path):
-    files = {"missing": tmp_path / "missing.wav", "empty": tmp_path / "empty.wav", "corrupt": tmp_path / "corrupt.wav",
-             "silent": tmp_path / "silent.wav", "nan": tmp_path / "nan.wav"}
+    files = {
+        "missing": tmp_path / "missing.wav",
+        "empty": tmp_path / "empty.wav",
+        "corrupt": tmp_path / "corrupt.wav",
+        "silent": tmp_path / "silent.wav",
+        "nan": tmp_path / "nan.wav",
+    }
     files["empty"].write_bytes(b"")
     files["corrupt"].write_bytes(b"RIFF\x00\x00garbage" + bytes(range(256)) * 4)
     sf.write(str(files["silent"]), np.zeros(16000, dtype=np.float32), 16000)
@@ -22,8 +30,16 @@ def bad_files(tmp_path):
     return files
 
 
-@pytest.mark.parametrize("kind, reason", [("missing", "file not found"), ("empty", "empty"), ("corrupt", "cannot decode"),
-                                          ("silent", "silent"), ("nan", "NaN")])
+@pytest.mark.parametrize(
+    "kind, reason",
+    [
+        ("missing", "file not found"),
+        ("empty", "empty"),
+        ("corrupt", "cannot decode"),
+        ("silent", "silent"),
+        ("nan", "NaN"),
+    ],
+)
 def test_bad_file_errors_name_file_and_reason(bad_files, kind, reason):
     with pytest.raises(AudioError) as err:
         load_audio(bad_files[kind])
@@ -57,8 +73,15 @@ def test_bad_clip_gives_error_records_and_batch_completes(bad_files, click_wav, 
     for i in (0, 2, 3):
         for tool in ("tempo", "pitch"):
             assert "error" in results[i][tool] and paths[i] in results[i][tool]["error"]
-    # errors are not cached: once the file is fixed, it is computed
-    assert pool.cache.get(*pool._key("0" * 64, "tempo")) is None
+    # error records are not cached: the silent clip (a readable file, so it has a content key) left no
+    # entry, and once the file at that path is fixed its record is computed, not served
+    silent_key = pool._key(content_hash(bad_files["silent"]), "tempo")
+    entries = list(Path(pool.cache.root).rglob("*.json"))
+    assert pool.cache.get(*silent_key) is None and len(entries) == 2  # tempo and pitch of the one good clip
+    computed = pool.computed
+    Path(bad_files["silent"]).write_bytes(Path(click_wav[0]).read_bytes() + b"\0\0")  # new content, good audio
+    fixed = pool.run_many([str(bad_files["silent"])], ["tempo"])[0]["tempo"]
+    assert "error" not in fixed and pool.computed == computed + 1 and fixed["output"]["bpm"] > 0
 
 
 def test_runner_never_raises_on_model_failure(tmp_path, click_wav):

@@ -1,11 +1,12 @@
 """The paper's models through their real loading code, on tiny random-weight models built here:
 Whisper (transformers ASR pipeline), emotion2vec (funasr), AST (sound events), pyannote diarization,
 Qwen2-Audio (the reasoner, batched with left padding)."""
+
 from __future__ import annotations
 
 import pytest
 
-from autagent import tiny
+from autagent import tiny_models as tiny
 from tools import ToolRunner
 
 
@@ -14,8 +15,10 @@ def cluster_runner(tmp_path_factory):
     root = tmp_path_factory.mktemp("tiny")
     whisper = tiny.build_tiny_whisper(root / "whisper")
     ast = tiny.build_tiny_ast(root / "ast")
-    settings = {"asr": {"model_id": str(whisper), "device": "cpu", "language": None, "max_new_tokens": 8},
-                "sound_events": {"model_id": str(ast), "device": "cpu"}}
+    settings = {
+        "asr": {"model_id": str(whisper), "device": "cpu", "language": None, "max_new_tokens": 8},
+        "sound_events": {"model_id": str(ast), "device": "cpu"},
+    }
     return ToolRunner("cluster", settings)
 
 
@@ -38,7 +41,9 @@ def test_emotion2vec_backend_loads_local_funasr_model(tmp_path, speech_wav):
     from tools import ToolRunner
 
     model_dir = tiny.build_tiny_emotion2vec(tmp_path / "emotion2vec")
-    record = ToolRunner("cluster", {"emotion": {"model_id": str(model_dir), "device": "cpu"}}).run("emotion", str(speech_wav[0]))
+    record = ToolRunner("cluster", {"emotion": {"model_id": str(model_dir), "device": "cpu"}}).run(
+        "emotion", str(speech_wav[0])
+    )
     assert "error" not in record, record.get("error")
     output = record["output"]
     assert output["method"] == "emotion2vec" and abs(sum(output["scores"].values()) - 1) < 1e-3
@@ -51,7 +56,12 @@ def test_cluster_defaults_name_the_papers_models():
     from tools import get_tool
 
     assert get_tool("asr").backend("cluster").default_settings["model_id"] == "openai/whisper-large-v3"
-    assert get_tool("sound_events").backend("cluster").default_settings["model_id"].startswith("MIT/ast-finetuned-audioset")
+    assert (
+        get_tool("sound_events")
+        .backend("cluster")
+        .default_settings["model_id"]
+        .startswith("MIT/ast-finetuned-audioset")
+    )
     assert get_tool("emotion").backend("cluster").default_settings["model_id"] == "iic/emotion2vec_plus_large"
     assert get_tool("chords").backend("cluster").name == "madmom-cnn-crf"
     assert get_tool("speakers").backend("cluster").default_settings["model_id"] == "pyannote/speaker-diarization-3.1"
@@ -75,19 +85,26 @@ def test_pyannote_backend_loads_a_local_pipeline(tmp_path, speech_wav):
 
 
 def test_qwen2_audio_reasoner_batches_like_one_by_one(tmp_path, speech_wav, music_wav):
-    from autagent.config import Qwen2AudioConfig
     from autagent.data.sample import Sample
+    from autagent.reasoners import Qwen2AudioConfig
     from autagent.reasoners.qwen2_audio import Qwen2AudioReasoner
 
     model_dir = tiny.build_tiny_qwen2_audio(tmp_path / "qwen2audio")
     config = Qwen2AudioConfig(model_id=str(model_dir), device="cpu", dtype="float32", max_new_tokens=6, batch_size=3)
     reasoner = Qwen2AudioReasoner(config)
-    base = Sample(id="s", audio=str(speech_wav[0]), question="What kind of audio?", choices=("speech", "music"), answer="speech")
+    base = Sample(
+        id="s", audio=str(speech_wav[0]), question="What kind of audio?", choices=("speech", "music"), answer="speech"
+    )
     prompt = reasoner.prompt(base, [{"tool": "tempo", "output": {"bpm": 120.0, "beats": []}}])
     assert "<|AUDIO|>" in prompt and '"output": "120.00"' in prompt  # the paper's shape for tempo
-    requests = [(base, None), (Sample(**{**base.__dict__, "question": "A much longer question about what the clip holds?"}),
-                                [{"tool": "tempo", "output": {"bpm": 120.0, "beats": []}}]),
-                (Sample(**{**base.__dict__, "audio": str(music_wav)}), None)]
+    requests = [
+        (base, None),
+        (
+            Sample(**{**base.__dict__, "question": "A much longer question about what the clip holds?"}),
+            [{"tool": "tempo", "output": {"bpm": 120.0, "beats": []}}],
+        ),
+        (Sample(**{**base.__dict__, "audio": str(music_wav)}), None),
+    ]
     batched = reasoner.answer_many(requests)
     single = [reasoner.answer_many([r])[0] for r in requests]
     assert batched == single  # left padding: every row continues from its own prompt

@@ -1,5 +1,6 @@
 """Loaders on files shaped like the published MMAU/MMAR/AVQA files (quirks included), ``autagent data
 validate``, and the embedded benchmark: determinism, held-out pools, audio-dependent tools, independence."""
+
 from __future__ import annotations
 
 import hashlib
@@ -16,30 +17,84 @@ from autagent.cli import main
 from autagent.data import DatasetError, load_dataset
 from autagent.data.loaders import load
 
-MMAU = [{"id": "a1b2", "audio_id": "./test-mini-audios/a1b2.wav", "question": "What is the tempo?",
-         "choices": ["60 BPM", "120 BPM"], "answer": "120 BPM", "dataset": "MusicCaps", "task": "music",
-         "split": "test-mini", "category": "Temporal Reasoning", "sub-category": "Tempo", "difficulty": "easy"},
-        {"id": "c3d4", "audio_id": "./test-mini-audios/c3d4.wav", "question": "Who is talking?",
-         "choices": ["Man", "Woman"], "answer": "Man", "task": "speech", "category": ["Reasoning"],
-         "sub-category": "Speaker Identification", "difficulty": "hard"}]
-MMAR = {"id": "mmar-1", "audio_path": "./audio/x.wav", "question": "Who speaks?", "choices": ["a man", "a woman"],
-        "answer": "a woman", "modality": "speech", "category": "Semantic Layer", "sub-category": "Speaker", "language": "en"}
-AVQA = {"id": 215, "video_name": "-HG3Omg_89c_30", "question_id": 12, "question_text": "What happened in the video?",
-        "multi_choice": ["motorboat", "Yacht consignment", "Sailboat set sail", "Consignment car"], "answer": 1,
-        "question_relation": "View", "question_type": "Happening", "audio_path": "/data/avqa/-HG3Omg_89c_30.wav"}
+MMAU = [
+    {
+        "id": "a1b2",
+        "audio_id": "./test-mini-audios/a1b2.wav",
+        "question": "What is the tempo?",
+        "choices": ["60 BPM", "120 BPM"],
+        "answer": "120 BPM",
+        "dataset": "MusicCaps",
+        "task": "music",
+        "split": "test-mini",
+        "category": "Temporal Reasoning",
+        "sub-category": "Tempo",
+        "difficulty": "easy",
+    },
+    {
+        "id": "c3d4",
+        "audio_id": "./test-mini-audios/c3d4.wav",
+        "question": "Who is talking?",
+        "choices": ["Man", "Woman"],
+        "answer": "Man",
+        "task": "speech",
+        "category": ["Reasoning"],
+        "sub-category": "Speaker Identification",
+        "difficulty": "hard",
+    },
+]
+MMAR = {
+    "id": "mmar-1",
+    "audio_path": "./audio/x.wav",
+    "question": "Who speaks?",
+    "choices": ["a man", "a woman"],
+    "answer": "a woman",
+    "modality": "speech",
+    "category": "Semantic Layer",
+    "sub-category": "Speaker",
+    "language": "en",
+}
+AVQA = {
+    "id": 215,
+    "video_name": "-HG3Omg_89c_30",
+    "question_id": 12,
+    "question_text": "What happened in the video?",
+    "multi_choice": ["motorboat", "Yacht consignment", "Sailboat set sail", "Consignment car"],
+    "answer": 1,
+    "question_relation": "View",
+    "question_type": "Happening",
+    "audio_path": "/data/avqa/-HG3Omg_89c_30.wav",
+}
 
 
 def _mmar_quirks(tmp_path) -> Path:
     """MMAR as published: an empty last choice, an answer differing from its choice by white space,
     a row with one usable choice, a broken JSON line, the mix-* modalities."""
-    rows = [json.dumps(MMAR),
-            json.dumps({**MMAR, "id": "mmar-2", "choices": ["thunder", "rain", "wind", ""], "answer": "rain",
-                        "modality": "mix-sound-speech", "sub-category": "Weather"}),
-            json.dumps({**MMAR, "id": "mmar-3", "choices": ["C major", "A minor\n"], "answer": "A  minor",
-                        "modality": "mix-sound-music"}),
-            json.dumps({**MMAR, "id": "mmar-4", "choices": ["only", ""], "answer": "only"}),
-            '{"id": "mmar-5", "audio_path": ',
-            json.dumps({**MMAR, "id": "mmar-6", "answer": "a child"})]
+    rows = [
+        json.dumps(MMAR),
+        json.dumps(
+            {
+                **MMAR,
+                "id": "mmar-2",
+                "choices": ["thunder", "rain", "wind", ""],
+                "answer": "rain",
+                "modality": "mix-sound-speech",
+                "sub-category": "Weather",
+            }
+        ),
+        json.dumps(
+            {
+                **MMAR,
+                "id": "mmar-3",
+                "choices": ["C major", "A minor\n"],
+                "answer": "A  minor",
+                "modality": "mix-sound-music",
+            }
+        ),
+        json.dumps({**MMAR, "id": "mmar-4", "choices": ["only", ""], "answer": "only"}),
+        '{"id": "mmar-5", "audio_path": ',
+        json.dumps({**MMAR, "id": "mmar-6", "answer": "a child"}),
+    ]
     path = tmp_path / "MMAR-meta.jsonl"
     path.write_text("\n".join(rows) + "\n")
     return path
@@ -72,7 +127,9 @@ def test_avqa_integer_answer_and_audio_wording(tmp_path):
     path = tmp_path / "avqa_train.jsonl"
     path.write_text(json.dumps(AVQA) + "\n")
     (sample,) = load_dataset(path)
-    assert sample.answer == "Yacht consignment" and sample.id == "215" and sample.audio == "/data/avqa/-HG3Omg_89c_30.wav"
+    assert (
+        sample.answer == "Yacht consignment" and sample.id == "215" and sample.audio == "/data/avqa/-HG3Omg_89c_30.wav"
+    )
     assert load_dataset(path, audio_wording=True)[0].question == "What happened in the audio?"
 
 
@@ -80,7 +137,7 @@ def test_files_that_cannot_be_read_name_the_file(tmp_path):
     with pytest.raises(DatasetError, match="file not found"):
         load_dataset(tmp_path / "nope.json")
     bad = tmp_path / "bad.json"
-    bad.write_text("[{\"id\": 1,")
+    bad.write_text('[{"id": 1,')
     with pytest.raises(DatasetError, match=f"{re.escape(str(bad))}: invalid JSON"):
         load_dataset(bad)
 
@@ -102,7 +159,7 @@ def _digest(root):
 
 
 def test_benchmark_is_deterministic(tmp_path):
-    from autagent.data.bench import EmbeddedBenchmarkConfig, generate
+    from autagent.data.generator import EmbeddedBenchmarkConfig, generate
 
     config = dict(seed=7, sizes={"test": 6}, workers=2)
     paths_a = generate(EmbeddedBenchmarkConfig(root=str(tmp_path / "a"), **config), progress=False)
@@ -114,9 +171,9 @@ def test_benchmark_is_deterministic(tmp_path):
 
 
 def test_phrasings_voices_and_sentences_of_the_test_split_are_held_out(tiny_bench):
-    from autagent.data.bench import vocab
-    from autagent.data.bench.phrasings import PHRASINGS
-    from tools.calibration import CALIBRATION_VOICES
+    from autagent.data.generator import vocab
+    from autagent.data.generator.phrasings import PHRASINGS
+    from scripts.calibration import CALIBRATION_VOICES
 
     for kind, pools in PHRASINGS.items():
         assert len(pools["train"]) + len(pools["test"]) >= 8, kind
@@ -130,8 +187,10 @@ def test_phrasings_voices_and_sentences_of_the_test_split_are_held_out(tiny_benc
     assert tiny_bench["test"] and not train & {template(s.question) for s in tiny_bench["test"]}
 
 
-def test_every_kind_and_all_domains_appear(tiny_bench):
-    from autagent.data.bench import KINDS
+def test_the_fixture_benchmark_covers_the_domains_and_most_kinds(tiny_bench):
+    """The seeded fixture draws kinds by weight: all four domains, 24 of the 27 kinds (every kind is
+    generated by the next test), answers among the choices, tools among the seven."""
+    from autagent.data.generator import KINDS
 
     samples = tiny_bench["train"] + tiny_bench["test"]
     assert {s.domain for s in samples} >= {"sound", "music", "speech", "mixed"}
@@ -141,9 +200,41 @@ def test_every_kind_and_all_domains_appear(tiny_bench):
     assert any(len(s.meta["tools"]) == 2 for s in samples) and any(not s.meta["tools"] for s in samples)
 
 
+@pytest.mark.parametrize("pool", ["train", "test"])
+def test_every_kind_is_generated_and_sound_on_both_phrasing_pools(pool):
+    """Each of the 27 kinds, on the pool's own phrasings: a question of that pool, two or more distinct
+    choices with the answer among them, known tools, a domain, and audio that is finite and heard."""
+    import zlib
+
+    from autagent.data.generator import KINDS
+    from autagent.data.generator.kinds import Ctx
+    from autagent.data.generator.phrasings import PHRASINGS, TRAIN_FRAMES, TRAIN_TERSE
+
+    seven = {"asr", "emotion", "chords", "tempo", "pitch", "sound_events", "speakers"}
+    other = "test" if pool == "train" else "train"
+
+    def wordings(kind, which):  # regexes of every wording a pool allows (training adds frames and terse forms)
+        plain = [re.escape(p).replace(r"\{", "{").replace(r"\}", "}") for p in PHRASINGS[kind][which]]
+        plain = [re.sub(r"\{[^}]*\}", ".+", p) for p in plain]
+        if which == "train":
+            frames = [re.escape(f).replace(r"\{q\}", "(?:.+)").replace(r"\{lower\}", "(?:.+)") for f in TRAIN_FRAMES]
+            plain += frames + [re.escape(t) for t in TRAIN_TERSE.get(kind, ())]
+        return plain
+
+    for kind, (make, _) in KINDS.items():
+        item = make(Ctx(np.random.default_rng(zlib.crc32(f"{kind}-{pool}".encode())), pool))
+        assert item.answer in item.choices and len(set(item.choices)) == len(item.choices) >= 2, kind
+        assert set(item.tools) <= seven and item.domain in {"sound", "music", "speech", "mixed"}, kind
+        assert np.isfinite(item.audio).all() and len(item.audio) > 8000 and np.abs(item.audio).max() > 1e-3, kind
+        if kind in PHRASINGS:
+            mine = [re.fullmatch(w, item.question) for w in wordings(kind, pool)]
+            theirs = [re.fullmatch(w, item.question) for w in wordings(kind, other)[: len(PHRASINGS[kind][other])]]
+            assert any(mine) and not any(theirs), (kind, item.question)
+
+
 def test_the_same_question_and_choices_need_different_tools_for_different_clips():
-    from autagent.data.bench import KINDS
-    from autagent.data.bench.kinds import Ctx
+    from autagent.data.generator import KINDS
+    from autagent.data.generator.kinds import Ctx
 
     seen: dict = {}
     for seed in range(24):
@@ -153,8 +244,8 @@ def test_the_same_question_and_choices_need_different_tools_for_different_clips(
 
 
 def test_animal_clips_are_real_recordings_the_other_pool_never_hears():
-    from autagent.data.bench import vocab
-    from autagent.data.bench.kinds import Ctx, animal
+    from autagent.data.generator import vocab
+    from autagent.data.generator.kinds import Ctx, animal
 
     for name, (recordings, _) in vocab.ANIMALS.items():
         assert not set(recordings["train"]) & set(recordings["test"]), name
@@ -174,9 +265,9 @@ def test_animal_clips_are_real_recordings_the_other_pool_never_hears():
 def test_describe_asks_one_question_pool_whose_choices_and_audio_decide_the_tools():
     """In ``describe`` the question text never tells the tool: one phrasing recurs over items that need
     different tools (and pairs of tools), and the clip's domain follows the axis."""
-    from autagent.data.bench.describe import AXES, describe
-    from autagent.data.bench.kinds import Ctx
-    from autagent.data.bench.phrasings import PHRASINGS
+    from autagent.data.generator.describe import AXES, describe
+    from autagent.data.generator.kinds import Ctx
+    from autagent.data.generator.phrasings import PHRASINGS
 
     tools_by_question: dict = {}
     for seed in range(40):
@@ -190,13 +281,15 @@ def test_describe_asks_one_question_pool_whose_choices_and_audio_decide_the_tool
 
 def test_reasoner_and_tools_neither_import_nor_mirror_the_generator():
     root = Path(__file__).resolve().parent.parent
-    code = ("import sys, autagent.reasoners.embedded, autagent.reasoners.hearing, tools.pool, tools.registry;"
-            "import tools.asr, tools.emotion, tools.chords, tools.tempo, tools.pitch, tools.sound_events, tools.speakers;"
-            "print([m for m in sys.modules if m.startswith('autagent.data.bench')])")
+    code = (
+        "import sys, autagent.reasoners.embedded, autagent.reasoners.hearing, tools.pool, tools.registry;"
+        "import tools.asr, tools.emotion, tools.chords, tools.tempo, tools.pitch, tools.sound_events, tools.speakers;"
+        "print([m for m in sys.modules if m.startswith('autagent.data.generator')])"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, check=True)
     assert out.stdout.strip() == "[]"
-    from autagent.data.bench import vocab
-    from autagent.data.bench.phrasings import PHRASINGS
+    from autagent.data.generator import vocab
+    from autagent.data.generator.phrasings import PHRASINGS
 
     phrases = set()
     for value in vars(vocab).values():

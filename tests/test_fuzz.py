@@ -1,11 +1,12 @@
-"""The fuzz corpus (autagent/fuzz.py): a fast subset here, the whole (one-hour clip, every tool,
-every command-line path) as a slow test; both run in CI.  Every bad input ends in a clear error or
+"""The fuzz corpus (tests/fuzz_corpus.py): a fast subset with the command line called in process, and
+the whole (one-hour clip, every tool, every command-line path in a process of its own) as a slow
+test; both run in CI.  Every bad input ends in a clear error or
 is handled as data; no crash; no row lost."""
+
 from __future__ import annotations
 
 import pytest
-
-from autagent.fuzz import run
+from fuzz_corpus import run
 
 
 def _check(summary, minimum):
@@ -16,7 +17,7 @@ def _check(summary, minimum):
 
 
 def test_fuzz_corpus_fast_subset(tmp_path):
-    _check(run(fast=True, keep=str(tmp_path)), 200)
+    _check(run(fast=True, keep=str(tmp_path), in_process=True), 200)
 
 
 @pytest.mark.slow

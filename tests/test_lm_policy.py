@@ -1,6 +1,7 @@
 """The LM agent policy on TRL with a tiny random Qwen2-Audio built here: the tolerant parser, the
 answer grammar and its log-probabilities, the advantage estimator inside TRL, an end-to-end run
 (train, resume, plugin), and learning toward a rewarded list."""
+
 from __future__ import annotations
 
 import json
@@ -14,24 +15,27 @@ from autagent.policies.lm.prompt import AnswerGrammar, agent_prompt, parse_selec
 SIX = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
 
 
-@pytest.mark.parametrize("text, tools, valid", [
-    ("<answer>1,4</answer>", ("asr", "tempo"), True),
-    ("I need tempo. <answer> 4 </answer>", ("tempo",), True),
-    ("<answer>4,1</answer>", ("asr", "tempo"), True),
-    ("<answer>A,C</answer>", ("asr", "chords"), True),
-    ("<answer>type1, TYPE3</answer>", ("asr", "chords"), True),
-    ("<Answer>1 4</Answer>", ("asr", "tempo"), True),
-    ("<answer>none</answer>", (), True),
-    ("<answer></answer>", (), True),
-    ("<answer>2,2</answer>", ("emotion",), True),
-    ("<answer>1</answer> on second thought <answer>5</answer>", ("pitch",), True),
-    ("", (), False),
-    ("tempo please", (), False),
-    ("<answer>7</answer>", (), False),
-    ("<answer>0</answer>", (), False),
-    ("<answer>G</answer>", (), False),
-    ("<answer>two</answer>", (), False),
-])
+@pytest.mark.parametrize(
+    "text, tools, valid",
+    [
+        ("<answer>1,4</answer>", ("asr", "tempo"), True),
+        ("I need tempo. <answer> 4 </answer>", ("tempo",), True),
+        ("<answer>4,1</answer>", ("asr", "tempo"), True),
+        ("<answer>A,C</answer>", ("asr", "chords"), True),
+        ("<answer>type1, TYPE3</answer>", ("asr", "chords"), True),
+        ("<Answer>1 4</Answer>", ("asr", "tempo"), True),
+        ("<answer>none</answer>", (), True),
+        ("<answer></answer>", (), True),
+        ("<answer>2,2</answer>", ("emotion",), True),
+        ("<answer>1</answer> on second thought <answer>5</answer>", ("pitch",), True),
+        ("", (), False),
+        ("tempo please", (), False),
+        ("<answer>7</answer>", (), False),
+        ("<answer>0</answer>", (), False),
+        ("<answer>G</answer>", (), False),
+        ("<answer>two</answer>", (), False),
+    ],
+)
 def test_parse_selection(text, tools, valid):
     selection = parse_selection(text, SIX)
     assert selection.tools == tools and selection.valid is valid
@@ -54,8 +58,17 @@ class _CharTokenizer:
 
 def test_grammar_prefixes_and_allowed_sets():
     grammar = AnswerGrammar(_CharTokenizer(), 0, 12)
-    ok = ["", "<ans", "<answer>", "<answer>1", "<answer>1,", "<answer>1,3</", "<answer></answer>", "<answer>12</answer>",
-          "<answer>11,2"]
+    ok = [
+        "",
+        "<ans",
+        "<answer>",
+        "<answer>1",
+        "<answer>1,",
+        "<answer>1,3</",
+        "<answer></answer>",
+        "<answer>12</answer>",
+        "<answer>11,2",
+    ]
     bad = ["x", "<answer>13", "<answer>1,1,", "<answer>,", "<answer>1,,", "<answer>1,</answer>", "<answer>0"]
     assert all(grammar.is_prefix(t) for t in ok) and not any(grammar.is_prefix(t) for t in bad)
     tok = _CharTokenizer()
@@ -95,8 +108,12 @@ def tiny_lm_config(tiny_bench, tmp_path_factory):
     root = tmp_path_factory.mktemp("lm")
     config = yaml.safe_load(open("experiments/tiny_lm.yaml"))
     config.update({"output_dir": str(root / "runs"), "answer_cache_dir": str(root / "answers")})
-    config["data"] = {"train": str(tiny_bench["paths"]["train"]), "test": str(tiny_bench["paths"]["test"]),
-                      "limit_train": 8, "limit_test": 4}
+    config["data"] = {
+        "train": str(tiny_bench["paths"]["train"]),
+        "test": str(tiny_bench["paths"]["test"]),
+        "limit_train": 8,
+        "limit_test": 4,
+    }
     config["tools"] = {"executor": "local", "cache_dir": str(tiny_bench["cache"])}
     config["policy"]["lm"].update({"model_id": str(root / "tiny-qwen2-audio"), "save_steps": 1})
     config["grpo"]["steps"] = 2
@@ -106,49 +123,119 @@ def tiny_lm_config(tiny_bench, tmp_path_factory):
     return path, root / "runs" / config["name"]
 
 
-def test_tiny_lm_trains_resumes_and_exports_a_plugin(tiny_lm_config, tiny_bench, capsys):
+def test_tiny_lm_trains_resumes_and_exports_a_plugin(tiny_lm_config, tiny_bench, capsys, monkeypatch):
+    """Train, evaluate with the model and the reasoner already in memory (no second copy of either),
+    resume from the last checkpoint (one more step actually run, not three from scratch), export, select."""
+    from transformers import Qwen2AudioForConditionalGeneration
+
+    import autagent.reasoners
     from autagent.cli import main
 
     config, run_dir = tiny_lm_config
+    loads, builds = [], []
+    load, build = Qwen2AudioForConditionalGeneration.from_pretrained, autagent.reasoners.build_reasoner
+    monkeypatch.setattr(
+        Qwen2AudioForConditionalGeneration,
+        "from_pretrained",
+        lambda path, *a, **k: loads.append(str(path)) or load(path, *a, **k),
+    )
+    monkeypatch.setattr(autagent.reasoners, "build_reasoner", lambda *a, **k: builds.append(a) or build(*a, **k))
     assert main(["train", "--config", str(config)]) == 0
     assert sorted(p.name for p in (run_dir / "trainer").glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
+    assert str(run_dir / "plugin") not in loads and len(builds) == 1  # evaluation reused what training loaded
     log = [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
     assert len(log) == 2 and all("selection/invalid_share" in row for row in log)
     metrics = json.loads((run_dir / "metrics.json").read_text())
-    assert metrics["methods"]["policy"]["n"] == 4
+    assert metrics["methods"]["policy"]["n"] == 4 and metrics["training"]["reward_batches"] == 2
 
     assert main(["train", "--config", str(config), "--resume", "--set", "grpo.steps=3"]) == 0
     log = [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
     assert [row["step"] for row in log] == [1, 2, 3]
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["training"]["steps"] == 3 and metrics["training"]["reward_batches"] == 1  # one step was run
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert [e["checkpoint"] for e in events if e["event"] == "resume_from"] == ["checkpoint-2"]
 
     manifest = json.loads((run_dir / "plugin" / "manifest.json").read_text())
     assert manifest["policy"] == "lm" and "model.safetensors" in manifest["files"]
     sample = tiny_bench["test"][0]
     capsys.readouterr()
-    assert main(["select", "--plugin", str(run_dir / "plugin"), "--audio", sample.audio, "--question", sample.question]) == 0
+    assert (
+        main(["select", "--plugin", str(run_dir / "plugin"), "--audio", sample.audio, "--question", sample.question])
+        == 0
+    )
     reply = json.loads(capsys.readouterr().out)
     assert set(reply["tools"]) <= set(SIX)
 
 
+def test_an_lm_plugin_loads_on_a_device_in_its_dtype_and_selects_in_batches(tiny_lm_config, tiny_bench):
+    """Loaded outside training, the plugin runs where ``policy.lm.device`` says (the CPU here), in fp32 off
+    a GPU, and evaluates ``eval_batch_size`` queries per ``generate`` call with the same greedy choices
+    as one at a time."""
+    import dataclasses
+
+    from autagent.plugin import load
+
+    config, run_dir = tiny_lm_config
+    if not (run_dir / "plugin" / "manifest.json").exists():
+        from autagent.cli import main
+
+        assert main(["train", "--config", str(config)]) == 0
+    plugin = load(run_dir / "plugin")
+    assert str(plugin.device) == "cpu" and next(plugin.model.parameters()).dtype == torch.float32
+    plugin.config = dataclasses.replace(plugin.config, eval_batch_size=2)
+    rows = []
+    generate = plugin.model.generate
+    plugin.model.generate = lambda **inputs: rows.append(int(inputs["input_ids"].shape[0])) or generate(**inputs)
+    samples = tiny_bench["test"][:5]
+    batched = plugin.select_many(samples)
+    assert rows == [2, 2, 1]
+    assert batched == [plugin.select_many([s])[0] for s in samples]
+
+
 def _trainer(tiny_bench, tmp_path, reward_fn, **overrides):
     from autagent.config import load_config
-    from autagent.policies.lm.recipe import lm_config
+    from autagent.policies.lm.recipe import build_tiny_policy
     from autagent.policies.lm.trainer import build_grpo_trainer
-    from autagent.tiny import build_tiny_qwen2_audio
 
     torch.manual_seed(0)
-    model_dir = build_tiny_qwen2_audio(tmp_path / "model", seed=0)
-    config = load_config("experiments/tiny_lm.yaml", {
-        "grpo.group_size": 4, "grpo.beta": 0.0, "policy.lm.model_id": str(model_dir),
-        "policy.lm.constrained_decoding": True, "policy.lm.learning_rate": 3e-3, "policy.lm.max_completion_length": 12,
-        "policy.lm.save_steps": 1000, "logging.wandb": False, "logging.progress": False, **overrides})
+    model_dir = build_tiny_policy(tmp_path / "model", seed=0)
+    config = load_config(
+        "experiments/tiny_lm.yaml",
+        {
+            "grpo.group_size": 4,
+            "grpo.beta": 0.0,
+            "policy.lm.model_id": str(model_dir),
+            "policy.lm.constrained_decoding": True,
+            "policy.lm.learning_rate": 3e-3,
+            "policy.lm.max_completion_length": 12,
+            "policy.lm.save_steps": 1000,
+            "logging.wandb": False,
+            "logging.progress": False,
+            **overrides,
+        },
+    )
     samples = tiny_bench["train"][:4]
-    trainer, processor = build_grpo_trainer(config, lm_config(config), samples, {s.id: None for s in samples}, [reward_fn],
-                                            tmp_path / "out", SIX, str(model_dir))
+    trainer, processor = build_grpo_trainer(
+        config,
+        config.policy.lm,
+        samples,
+        {s.id: None for s in samples},
+        [reward_fn],
+        tmp_path / "out",
+        SIX,
+        str(model_dir),
+    )
+    trainer.autagent_config = config
     return trainer, processor, samples
 
 
-def test_trl_gets_our_advantage_estimator_and_loss(tiny_bench, tmp_path):
+def test_trl_gets_our_advantage_estimator_and_its_loss_is_our_grpo_loss(tiny_bench, tmp_path):
+    """A = r reaches TRL unchanged (no group mean), and the loss TRL computes on each captured batch
+    equals :func:`autagent.grpo.grpo_loss` on the same log-probabilities, old and reference
+    log-probabilities, advantages and completion mask (two inner epochs, so the ratio moves; β > 0)."""
+    from autagent.grpo import grpo_loss
+
     seen = []
 
     def reward_is_length(prompts, completions, **_):
@@ -156,29 +243,64 @@ def test_trl_gets_our_advantage_estimator_and_loss(tiny_bench, tmp_path):
         seen.append(rewards)
         return rewards
 
-    trainer, _, _ = _trainer(tiny_bench, tmp_path, reward_is_length, **{"grpo.steps": 1, "grpo.advantage": "reward"})
-    captured = []
-    original = trainer._generate_and_score_completions
+    trainer, _, _ = _trainer(
+        tiny_bench,
+        tmp_path,
+        reward_is_length,
+        **{"grpo.steps": 2, "grpo.advantage": "reward", "grpo.beta": 0.04, "grpo.inner_epochs": 2},
+    )
+    captured, batches = [], []
+    generate, compute, logps_of = (
+        trainer._generate_and_score_completions,
+        trainer._compute_loss,
+        trainer._get_per_token_logps_and_entropies,
+    )
 
-    def spy(inputs):
-        output = original(inputs)
+    def spy_generate(inputs):
+        output = generate(inputs)
         captured.append(output["advantages"].clone())
         return output
 
-    trainer._generate_and_score_completions = spy
+    def spy_loss(model, inputs):
+        logps = []
+        trainer._get_per_token_logps_and_entropies = lambda *a, **k: logps.append(logps_of(*a, **k)) or logps[-1]
+        try:
+            loss = compute(model, inputs)
+        finally:
+            trainer._get_per_token_logps_and_entropies = logps_of
+        batches.append((loss.detach(), logps[0][0].detach(), dict(inputs)))
+        return loss
+
+    trainer._generate_and_score_completions, trainer._compute_loss = spy_generate, spy_loss
     trainer.train()
     assert trainer.args.loss_type == "grpo" and trainer.advantage_kind == "reward"
-    assert torch.allclose(captured[0].float().cpu(), torch.tensor(seen[0][:len(captured[0])]))  # A = r, no group mean
+    assert torch.allclose(captured[0].float().cpu(), torch.tensor(seen[0][: len(captured[0])]))  # A = r, no group mean
+    assert trainer.epsilon_low == trainer.epsilon_high == trainer.autagent_config.grpo.clip_epsilon
+    assert len(batches) >= 2 and any(b[2].get("old_per_token_logps") is not None for b in batches)
+    for loss, logps, inputs in batches:
+        old = inputs.get("old_per_token_logps")
+        ours, _ = grpo_loss(
+            logps,
+            logps.detach() if old is None else old,
+            inputs["ref_per_token_logps"],
+            inputs["advantages"].unsqueeze(1),
+            trainer.epsilon_low,
+            trainer.beta,
+            mask=inputs["completion_mask"],
+        )
+        assert torch.allclose(loss, ours / trainer.current_gradient_accumulation_steps, atol=1e-6), (loss, ours)
 
 
+@pytest.mark.slow
 def test_lm_policy_learns_a_rewarded_index_list(tiny_bench, tmp_path):
     from autagent.policies.lm.rollout import completion_logprob
 
     def rewards_tempo_alone(prompts, completions, **_):
         return [1.0 if parse_selection(c, SIX).tools == ("tempo",) else 0.0 for c in completions]
 
-    trainer, processor, samples = _trainer(tiny_bench, tmp_path, rewards_tempo_alone, **{"grpo.steps": 30,
-                                                                                        "grpo.advantage": "group"})
+    trainer, processor, samples = _trainer(
+        tiny_bench, tmp_path, rewards_tempo_alone, **{"grpo.steps": 30, "grpo.advantage": "group"}
+    )
     probe, grammar = samples[0], trainer.grammar
     prompt = agent_prompt(probe.question, SIX)
     before = completion_logprob(trainer.model, processor, prompt, probe.audio, "<answer>4</answer>", grammar=grammar)
@@ -187,3 +309,87 @@ def test_lm_policy_learns_a_rewarded_index_list(tiny_bench, tmp_path):
     rewards = [row["reward"] for row in trainer.state.log_history if "reward" in row]
     assert after > before + 1.0, (before, after)
     assert sum(rewards[-5:]) / 5 > sum(rewards[:5]) / 5
+
+
+def _silent_reward(prompts, completions, **_):
+    return [0.0] * len(completions)
+
+
+def test_rollout_samples_as_in_eval_mode_whatever_state_the_trainer_left_the_model_in(tiny_bench, tmp_path):
+    """Gradient checkpointing makes the decoder drop its KV cache in train mode while ``generate`` still
+    feeds only the last token: without the generation context, tokens after the first would be sampled
+    without the prompt or the clip.  Same seed, same inputs: the same samples as in eval mode, the
+    trainer's state restored afterwards, and generation in chunks of ``generation_batch_size`` rows."""
+    from autagent.policies.lm.rollout import make_rollout
+
+    trainer, processor, samples = _trainer(
+        tiny_bench,
+        tmp_path,
+        _silent_reward,
+        **{
+            "policy.lm.constrained_decoding": False,
+            "policy.lm.max_completion_length": 16,
+            "policy.lm.gradient_checkpointing": True,
+            "policy.lm.generation_batch_size": 3,
+        },
+    )
+    lm = trainer.autagent_config.policy.lm
+    rollout = make_rollout(processor, lm, len(SIX))
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    trainer._audio_paths = [s.audio for s in samples]
+    prompts = [agent_prompt(s.question, SIX) for s in samples]
+    rows_per_call = []
+    generate = model.generate
+
+    def counting_generate(**inputs):
+        rows_per_call.append(int(inputs["input_ids"].shape[0]))
+        return generate(**inputs)
+
+    model.generate = counting_generate
+    model.activation_checkpointing_enable()
+    model.train()
+    torch.manual_seed(0)
+    in_training = rollout(prompts, trainer)
+    assert model.training and model.is_activation_checkpointing  # the trainer's state is given back
+    features_in_training = trainer._audio[0].clone()
+    model.activation_checkpointing_disable()
+    model.eval()
+    torch.manual_seed(0)
+    in_eval = rollout(prompts, trainer)
+    assert in_training["completion_ids"] == in_eval["completion_ids"]
+    assert in_training["prompt_ids"] == in_eval["prompt_ids"] and torch.equal(features_in_training, trainer._audio[0])
+    assert rows_per_call == [3, 1, 3, 1] and trainer._audio[0].shape[0] == len(samples)
+    assert max(len(ids) for ids in in_eval["completion_ids"]) > 1  # more than one token was sampled
+
+
+def test_the_reward_reports_selection_metrics_through_trls_cross_rank_reduction(tiny_bench):
+    """Selection metrics go through TRL's ``log_metric`` (summed and counted over every rank before the
+    mean), not into one rank's own metric lists."""
+    from autagent.policies.lm.reward import ToolSelectionReward
+    from autagent.reasoners import CachedReasoner
+    from autagent.reasoners.embedded import EmbeddedReasoner
+
+    samples = tiny_bench["train"][:2]
+    pool = type(
+        "Cached",
+        (),
+        {
+            "run": lambda self, audio, tools: {
+                t: tiny_bench["records"][s.id][t] for s in samples if s.audio == audio for t in tools
+            }
+        },
+    )()
+    reward = ToolSelectionReward(
+        {s.id: s for s in samples}, pool, CachedReasoner(EmbeddedReasoner(), None), "differential", 0.0, -1.0, SIX
+    )
+    logged = []
+    completions = ["<answer>1</answer>", "no tag at all"]
+    reward(
+        ["p", "p"],
+        completions,
+        [s.id for s in samples],
+        [None, None],
+        log_metric=lambda name, value: logged.append((name, value)),
+    )
+    assert ("selection/invalid_share", 0.5) in logged and ("selection/avg_tools", 0.5) in logged
+    assert ("reasoner/failures", 0.0) in logged and reward.batches == 1

@@ -1,18 +1,19 @@
 """Plugins that can be trusted: round trip, confinement to the folder, allowed files only, streamed
 hashes, pinned hashes, signatures (ed25519 and HMAC), encoder identity, and `autagent plugin verify`."""
+
 from __future__ import annotations
 
 import json
 import os
 import shutil
-import subprocess
-import sys
 
 import pytest
 import torch
 
 from autagent import plugin as plugin_mod
-from autagent.policies.router import Featurizer, Router, RouterConfig
+from autagent.policies.router.features import Featurizer
+from autagent.policies.router.model import Router, RouterConfig
+from autagent.policies.router.plugin import export_router
 from autagent.trust import PluginError, content_hash
 
 TOOLS = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
@@ -25,8 +26,17 @@ def exported(tmp_path_factory):
     router = Router(featurizer.dim, RouterConfig(), len(TOOLS))
     with torch.no_grad():
         router.net[-1].bias.copy_(torch.tensor([3.0, -3.0, -3.0, 3.0, -3.0, -3.0]))
-    path = plugin_mod.export_router(tmp_path_factory.mktemp("p") / "plugin", router, featurizer, TOOLS, "embedded", {},
-                                    30.0, {"name": "test"}, {"accuracy": 0.5})
+    path = export_router(
+        tmp_path_factory.mktemp("p") / "plugin",
+        router,
+        featurizer,
+        TOOLS,
+        "embedded",
+        {},
+        30.0,
+        {"name": "test"},
+        {"accuracy": 0.5},
+    )
     return path, router, featurizer
 
 
@@ -66,14 +76,17 @@ def test_a_router_with_the_no_tool_action_round_trips(tmp_path, click_wav):
     for call, expected in ((-3.0, []), (3.0, ["asr", "tempo"])):
         with torch.no_grad():
             router.net[-1].bias.copy_(torch.tensor([3.0, -3.0, -3.0, 3.0, -3.0, -3.0, call]))
-        path = plugin_mod.export_router(tmp_path / f"call{call}", router, featurizer, TOOLS, "embedded", {}, 30.0,
-                                        {"name": "test"}, {})
+        path = export_router(
+            tmp_path / f"call{call}", router, featurizer, TOOLS, "embedded", {}, 30.0, {"name": "test"}, {}
+        )
         loaded = plugin_mod.load(path)
         assert loaded.manifest["policy_config"]["abstain"] is True
         assert loaded.select(str(click_wav[0]), question, choices) == expected
 
 
-@pytest.mark.parametrize("name", ["../outside.txt", "/etc/hostname", "a/../../b.json", "weights.pt", "model.pkl", "x\\y.json", ""])
+@pytest.mark.parametrize(
+    "name", ["../outside.txt", "/etc/hostname", "a/../../b.json", "weights.pt", "model.pkl", "x\\y.json", ""]
+)
 def test_manifest_names_outside_the_folder_or_of_refused_kinds_are_refused(exported, tmp_path, name):
     copy = _copy(exported[0], tmp_path)
     _edit_manifest(copy, lambda m: m["files"].update({name: {"sha256": "0" * 64, "size": 1}}))
@@ -142,10 +155,14 @@ def test_a_rehashed_tampered_plugin_passes_alone_but_not_when_pinned_or_signed(e
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
 
     private = Ed25519PrivateKey.generate()
-    (tmp_path / "signing.pem").write_bytes(private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
-                                                                 serialization.NoEncryption()))
-    (tmp_path / "public.pem").write_bytes(private.public_key().public_bytes(serialization.Encoding.PEM,
-                                                                            serialization.PublicFormat.SubjectPublicKeyInfo))
+    (tmp_path / "signing.pem").write_bytes(
+        private.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+        )
+    )
+    (tmp_path / "public.pem").write_bytes(
+        private.public_key().public_bytes(serialization.Encoding.PEM, serialization.PublicFormat.SubjectPublicKeyInfo)
+    )
     signed = _copy(exported[0], tmp_path, "signed")
     from autagent.cli import main
 
@@ -181,23 +198,121 @@ def test_other_tools_or_encoders_are_refused(exported, tmp_path):
     assert plugin_mod.load(swapped).featurizer.text.model_path != "/somewhere/else"  # never loaded from the manifest
 
 
-def test_cli_select_verify_and_pin(exported, click_wav, tmp_path):
+def test_cli_select_verify_and_pin(exported, click_wav, tmp_path, capsys):
+    """The commands in this process (what a subprocess would add is the interpreter's start)."""
+    from autagent.cli import main
+
+    def cli(*args):
+        code = main(list(args))
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
     manifest = json.loads((exported[0] / "manifest.json").read_text())
-    base = [sys.executable, "-m", "autagent.cli"]
-    out = subprocess.run(base + ["select", "--plugin", str(exported[0]), "--audio", str(click_wav[0]), "--question",
-                                 "What is the tempo?", "--plugin-sha256", manifest["content_hash"]], capture_output=True, text=True)
-    assert out.returncode == 0, out.stderr
-    reply = json.loads(out.stdout)
+    select = ["select", "--plugin", str(exported[0]), "--audio", str(click_wav[0])]
+    code, out, err = cli(*select, "--question", "What is the tempo?", "--plugin-sha256", manifest["content_hash"])
+    assert code == 0, err
+    reply = json.loads(out)
     assert reply["tools"] == ["asr", "tempo"] and set(reply["probabilities"]) == set(TOOLS)
-    out = subprocess.run(base + ["select", "--plugin", str(exported[0]), "--audio", str(click_wav[0]), "--question", "q",
-                                 "--plugin-sha256", "0" * 64], capture_output=True, text=True)
-    assert out.returncode == 2 and "is not the pinned" in out.stderr and "Traceback" not in out.stderr
-    report = json.loads(subprocess.run(base + ["plugin", "verify", str(exported[0])], capture_output=True, text=True).stdout)
+    code, out, err = cli(*select, "--question", "q", "--plugin-sha256", "0" * 64)
+    assert code == 2 and "is not the pinned" in err and "Traceback" not in err
+    code, out, err = cli("plugin", "verify", str(exported[0]))
+    report = json.loads(out)
     assert report["ok"] and report["content_hash"] == manifest["content_hash"] and report["checks"]["encoders"] == "ok"
     bad = _copy(exported[0], tmp_path)
     _edit_manifest(bad, lambda m: m["files"].update({"../x.json": {"sha256": "0" * 64, "size": 1}}))
-    out = subprocess.run(base + ["plugin", "verify", str(bad)], capture_output=True, text=True)
-    assert out.returncode == 1 and "reaches outside" in json.loads(out.stdout)["checks"]["files_and_hash"]
-    out = subprocess.run(base + ["select", "--plugin", str(tmp_path), "--audio", "x.wav", "--question", "q"],
-                         capture_output=True, text=True)
-    assert out.returncode == 2 and "not a plugin (no manifest.json)" in out.stderr
+    code, out, err = cli("plugin", "verify", str(bad))
+    assert code == 1 and "reaches outside" in json.loads(out)["checks"]["files_and_hash"]
+    code, out, err = cli("select", "--plugin", str(tmp_path), "--audio", "x.wav", "--question", "q")
+    assert code == 2 and "not a plugin (no manifest.json)" in err
+
+
+def test_every_exported_plugin_carries_a_model_card_its_manifest_covers(exported, tmp_path):
+    """README.md with the Hub's front matter (library, tags, tools with backends and versions, encoders,
+    the training config's digest) and usage; ``plugin verify`` refuses an edited card."""
+    import yaml
+
+    from autagent.card import config_digest
+
+    path = exported[0]
+    manifest = json.loads((path / "manifest.json").read_text())
+    card = (path / "README.md").read_text()
+    front = yaml.safe_load(card.split("---\n")[1])
+    assert front["library_name"] == "autagent" and "tool-selection" in front["tags"]
+    assert [t["id"] for t in front["autagent"]["tools"]] == list(TOOLS)
+    assert front["autagent"]["tools"][0]["version"] == manifest["tools"][0]["version"]
+    assert front["autagent"]["encoders"] == manifest["encoders"]
+    assert front["autagent"]["training_config_sha256"] == config_digest({"name": "test"})
+    assert "autagent serve --plugin" in card and "Plugin.load(" in card and "README.md" in manifest["files"]
+    edited = _copy(path, tmp_path)
+    (edited / "README.md").write_text(card.replace("AuTAgent plugin", "AuTAgent Plugin"))  # same size
+    report = plugin_mod.verify(edited)
+    assert not report["ok"] and "README.md does not match its digest" in report["checks"]["files_and_hash"]
+
+
+def test_trust_primitives_hold_at_their_edges(tmp_path):
+    """Key order never changes the content hash; odd manifest names are refused; a signature without
+    a key id verifies (and says its kind); an empty key file is refused."""
+    from autagent.trust import check_name, sign, verify_signature
+
+    manifest = {"format": "autagent-plugin", "files": {"a.json": {"sha256": "0", "size": 1}}, "tools": [1, 2]}
+    assert content_hash(manifest) == content_hash(dict(reversed(list(manifest.items()))))
+    (tmp_path / "a.json").write_text("{}")
+    for name in ("", "a\x00b.json", 5, "a\\b.json"):
+        with pytest.raises(PluginError):
+            check_name(tmp_path, name)
+    assert check_name(tmp_path, "a.json") == tmp_path / "a.json"
+    key = tmp_path / "secret"
+    key.write_bytes(b"a shared secret")
+    manifest["content_hash"] = content_hash(manifest)
+    signature = sign(manifest, key)
+    manifest["signature"] = {"kind": signature["kind"], "value": signature["value"]}  # no key_id
+    assert verify_signature(manifest, key) == "hmac-sha256"
+    (tmp_path / "empty").write_bytes(b"  \n")
+    with pytest.raises(PluginError, match="key file is empty"):
+        verify_signature(manifest, tmp_path / "empty")
+
+
+def test_folder_listing_and_key_ids_are_stable(tmp_path):
+    """A file in a subfolder is a file; a FIFO and a link to a folder are odd entries, and nothing under
+    the linked folder is listed.  Key ids are pinned: users pin them, so they must not drift between
+    versions (a fixed Ed25519 key and a fixed HMAC secret)."""
+    from autagent.trust import folder_entries, sign
+
+    plugin, outside = tmp_path / "plugin", tmp_path / "outside"
+    (plugin / "tokenizer").mkdir(parents=True)
+    outside.mkdir()
+    (plugin / "tokenizer" / "vocab.json").write_text("{}")
+    (outside / "secret.json").write_text("{}")
+    os.mkfifo(plugin / "pipe.json")
+    os.symlink(outside, plugin / "linked")
+    files, odd = folder_entries(plugin)
+    assert files == {"tokenizer/vocab.json"}
+    assert sorted(odd) == ["linked (symbolic link)", "pipe.json (not a regular file)"]
+    pem = tmp_path / "key.pem"
+    pem.write_bytes(
+        b"-----BEGIN PRIVATE KEY-----\nMC4CAQAwBQYDK2VwBCIEIAABAgMEBQYHCAkKCwwNDg8QERITFBUWFxgZGhscHR4f\n"
+        b"-----END PRIVATE KEY-----\n"
+    )
+    secret = tmp_path / "secret"
+    secret.write_bytes(b"a shared secret")
+    assert sign({"content_hash": "abc"}, pem)["key_id"] == "56475aa75463474c"
+    assert sign({"content_hash": "abc"}, secret)["key_id"] == "817ee0de22d37b2c"
+
+
+def test_size_limits_are_the_documented_ones(exported, tmp_path):
+    """A manifest one byte over 16 MiB is refused before it is parsed; a file declaring one byte over
+    64 GiB is refused before it is read (both checked on the declared or sparse size: nothing is written)."""
+    big = _copy(exported[0], tmp_path, "big")
+    with open(big / "manifest.json", "r+b") as handle:
+        handle.truncate((16 << 20) + 1)
+    with pytest.raises(PluginError, match=f"manifest is larger than {16 << 20} bytes"):
+        plugin_mod.load(big)
+    huge = _copy(exported[0], tmp_path, "huge")
+    _edit_manifest(huge, lambda m: m["files"]["model.safetensors"].update(size=(64 << 30) + 1))
+    with pytest.raises(PluginError, match=f"declares {(64 << 30) + 1} bytes; at most {64 << 30}"):
+        plugin_mod.load(huge)
+    edge = _copy(exported[0], tmp_path, "edge")
+    _edit_manifest(edge, lambda m: m["files"]["model.safetensors"].update(size=64 << 30))
+    with pytest.raises(PluginError) as err:  # allowed by the limit, refused for not matching the file
+        plugin_mod.load(edge)
+    assert "at most" not in str(err.value)

@@ -1,6 +1,7 @@
 """Reasoners: the embedded simulator's hearing and reading, the answer cache (content-keyed, failures
 never cached), prompt rendering in the paper's shapes, and the OpenAI-compatible client against a
 local server that misbehaves in every way we could think of."""
+
 from __future__ import annotations
 
 import json
@@ -17,7 +18,7 @@ from autagent.data.sample import Sample
 from autagent.reasoners import CachedReasoner
 from autagent.reasoners.base import Reply
 from autagent.reasoners.embedded import EmbeddedReasoner, EmbeddedReasonerConfig
-from autagent.reasoners.prompts import match_choice, render
+from autagent.reasoners.prompts import render
 from autagent.reasoners.reading import flatten
 
 
@@ -40,9 +41,18 @@ def test_flatten_reads_the_papers_shapes():
 
 
 def test_embedded_reads_the_relevant_record_and_grounds_time(reasoner, chord_wav):
-    sample = _sample(chord_wav[0], "Which chord is played at 5.0 seconds?", ["C major", "A minor", "F major", "G major"], "F major")
-    chords = {"tool": "chords", "output": [{"start": 0.0, "end": 2.0, "chord": "C:maj"}, {"start": 2.0, "end": 4.0, "chord": "A:min"},
-                                           {"start": 4.0, "end": 6.0, "chord": "F:maj"}, {"start": 6.0, "end": 8.0, "chord": "G:maj"}]}
+    sample = _sample(
+        chord_wav[0], "Which chord is played at 5.0 seconds?", ["C major", "A minor", "F major", "G major"], "F major"
+    )
+    chords = {
+        "tool": "chords",
+        "output": [
+            {"start": 0.0, "end": 2.0, "chord": "C:maj"},
+            {"start": 2.0, "end": 4.0, "chord": "A:min"},
+            {"start": 4.0, "end": 6.0, "chord": "F:maj"},
+            {"start": 6.0, "end": 8.0, "chord": "G:maj"},
+        ],
+    }
     assert reasoner.answer_many([(sample, [chords])])[0].text == "F major"
     moved = Sample(**{**sample.__dict__, "question": "Which chord is played at 1.0 seconds?"})
     assert reasoner.answer_many([(moved, [chords])])[0].text == "C major"  # temporal grounding, same record
@@ -55,7 +65,10 @@ def test_the_distractible_reader_takes_any_resemblance_as_evidence(reasoner):
     sound tagger's "Speech" resembles one of three spoken sentences a little more than the others, and
     that counts as support for it; with a floor of 0.2 the same record supports none of them."""
     sentences = ["The train leaves at noon.", "Please close the window.", "I lost my keys."]
-    record = {"labels": [{"value": "Speech", "score": 0.99}], "timeline": [{"timestamp": [0.0, 2.0], "value": "Speech"}]}
+    record = {
+        "labels": [{"value": "Speech", "score": 0.99}],
+        "timeline": [{"timestamp": [0.0, 2.0], "value": "Speech"}],
+    }
     facts = flatten("sound_events", record, 10)
     vectors, options = reasoner.text.encode([f.text for f in facts]), reasoner.text.encode(sentences)
     loose = reasoner.matches(sentences, options, facts, vectors)
@@ -82,8 +95,14 @@ def test_hearing_dilution_turns_down_the_ears_by_the_amount_of_tool_text(reasone
 
 def test_embedded_hears_the_gist_but_not_the_detail(reasoner, speech_wav, music_wav):
     kinds = ["speech", "music", "a sound"]
-    assert reasoner.answer_many([(_sample(speech_wav[0], "What kind of audio is this?", kinds, "speech"), None)])[0].text == "speech"
-    assert reasoner.answer_many([(_sample(music_wav, "What kind of audio is this?", kinds, "music"), None)])[0].text == "music"
+    assert (
+        reasoner.answer_many([(_sample(speech_wav[0], "What kind of audio is this?", kinds, "speech"), None)])[0].text
+        == "speech"
+    )
+    assert (
+        reasoner.answer_many([(_sample(music_wav, "What kind of audio is this?", kinds, "music"), None)])[0].text
+        == "music"
+    )
     heard = " ".join(f.text for f in reasoner.listener.listen(str(speech_wav[0])))
     assert "fox" not in heard.lower()  # the words themselves need ASR
 
@@ -94,7 +113,7 @@ def test_hearing_recognises_a_real_recording_when_clean_and_confuses_it_in_noise
     import numpy as np
 
     from autagent.data import synth as S
-    from autagent.data.bench.vocab import RECORDINGS
+    from autagent.data.generator.vocab import RECORDINGS
 
     call = S.recording(f"{RECORDINGS}/animals/mammals/bovines/cow_white.ogg")
     clip = S.place(np.zeros(4 * S.SR, dtype=np.float32), call, 0.3)
@@ -154,12 +173,23 @@ def test_answer_cache_keys_by_content_and_never_caches_failures(tmp_path, speech
 def test_prompts_show_records_in_the_papers_shapes_and_replies_map_to_choices():
     choices = ["C major", "A minor"]
     assert "Tool outputs" not in render("Which chord?", choices, None)
-    record = {"tool": "chords", "output": [{"start": 0.0, "end": 2.0, "chord": "A:min"}], "backend": "x", "version": "y"}
+    record = {
+        "tool": "chords",
+        "output": [{"start": 0.0, "end": 2.0, "chord": "A:min"}],
+        "backend": "x",
+        "version": "y",
+    }
     with_tools = render("Which chord?", choices, [record, {"tool": "tempo", "output": {"bpm": 117.19, "beats": []}}])
     assert '{"timestamp": [0.0, 2.0], "value": "A:min"}' in with_tools and '"output": "117.19"' in with_tools
     assert "backend" not in with_tools
-    assert match_choice("(B)", choices) == "A minor" and match_choice("It is C major.", choices) == "C major"
-    assert match_choice("no idea", choices) is None and match_choice(None, choices) is None
+    from rewards.scoring import is_correct
+
+    minor, major = (
+        Sample(id="c", audio="", question="Which chord?", choices=tuple(choices), answer=a) for a in reversed(choices)
+    )
+    assert is_correct(minor, "(B)") and not is_correct(major, "(B)")  # a label names its choice
+    assert is_correct(major, "It is C major.") and not is_correct(minor, "It is C major.")
+    assert not is_correct(major, "no idea") and not is_correct(major, None)
 
 
 # ---- an OpenAI-compatible server that misbehaves -----------------------------------------------------------
@@ -184,6 +214,13 @@ class _Handler(BaseHTTPRequestHandler):
             n = self.counts[question] = self.counts.get(question, 0) + 1
         if question == "hang":
             time.sleep(2.0)
+        elif question == "slow":
+            time.sleep(0.2)
+            self._reply(
+                200,
+                json.dumps({"choices": [{"message": {"content": "music"}}]}).encode(),
+                [("Content-Type", "application/json")],
+            )
         elif question == "reset":
             self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
             self.connection.close()
@@ -197,8 +234,11 @@ class _Handler(BaseHTTPRequestHandler):
             self._reply(503, b"")
         else:
             content = "<b>junk</b>" if question == "junk" else "music"
-            self._reply(200, json.dumps({"choices": [{"message": {"content": content}}]}).encode(),
-                        [("Content-Type", "application/json")])
+            self._reply(
+                200,
+                json.dumps({"choices": [{"message": {"content": content}}]}).encode(),
+                [("Content-Type", "application/json")],
+            )
 
     def log_message(self, *args):
         pass
@@ -213,21 +253,32 @@ def server():
     httpd.shutdown()
 
 
-def test_openai_reasoner_retries_with_backoff_counts_errors_and_caches_only_answers(server, speech_wav, monkeypatch,
-                                                                                    caplog, tmp_path):
-    from autagent.config import OpenAIConfig
+def test_openai_reasoner_retries_with_backoff_counts_errors_and_caches_only_answers(
+    server, speech_wav, monkeypatch, caplog, tmp_path
+):
+    from autagent.reasoners import OpenAIConfig
     from autagent.reasoners.openai_compat import OpenAIReasoner
 
     monkeypatch.setenv("TEST_AUDIO_KEY", "sk-secret-123")
-    config = OpenAIConfig(base_url=server, model="qwen2-audio", api_key_env="TEST_AUDIO_KEY", max_concurrency=4,
-                          max_retries=2, timeout_s=0.5, backoff_s=0.01, max_backoff_s=0.1)
+    config = OpenAIConfig(
+        base_url=server,
+        model="qwen2-audio",
+        api_key_env="TEST_AUDIO_KEY",
+        max_concurrency=4,
+        max_retries=2,
+        timeout_s=0.5,
+    )
     inner = OpenAIReasoner(config)
     cached = CachedReasoner(inner, tmp_path)
     questions = ["fine", "hang", "reset", "burst", "malformed", "html", "always503", "junk"]
     samples = [_sample(speech_wav[0], q, ["speech", "music"], "speech", q) for q in questions]
     with caplog.at_level(logging.WARNING):
         replies = dict(zip(questions, cached.ask([(s, None) for s in samples])))
-    assert replies["fine"] == Reply("music") and replies["burst"] == Reply("music") and replies["junk"] == Reply("<b>junk</b>")
+    assert (
+        replies["fine"] == Reply("music")
+        and replies["burst"] == Reply("music")
+        and replies["junk"] == Reply("<b>junk</b>")
+    )
     for q in ("hang", "reset", "malformed", "html", "always503"):
         assert replies[q].text is None and replies[q].error, q
         assert _Handler.counts[q] == 3, q  # bounded: one try and two retries
@@ -239,3 +290,35 @@ def test_openai_reasoner_retries_with_backoff_counts_errors_and_caches_only_answ
     assert _Handler.requests[0]["auth"] == "Bearer sk-secret-123"
     written = caplog.text + inner.fingerprint() + next(tmp_path.glob("*.jsonl")).read_text()
     assert "sk-secret-123" not in written
+
+
+def test_openai_payloads_are_built_only_when_their_request_is_sent(server, speech_wav, monkeypatch, tmp_path):
+    """Each clip's base64 payload is made once its request holds the concurrency semaphore, so at most
+    ``max_concurrency`` exist at once, not one per request of the batch."""
+    from autagent.reasoners import OpenAIConfig, openai_compat
+    from autagent.reasoners.openai_compat import OpenAIReasoner
+
+    built, outstanding, peak = [], [0], [0]
+    encode = openai_compat.wav_base64
+
+    def counting(path, *args):
+        built.append(path)
+        outstanding[0] += 1
+        peak[0] = max(peak[0], outstanding[0])
+        return encode(path, *args)
+
+    monkeypatch.setattr(openai_compat, "wav_base64", counting)
+    reasoner = OpenAIReasoner(OpenAIConfig(base_url=server, model="m", api_key_env="NO_SUCH_KEY", max_concurrency=2))
+    original = reasoner._one
+
+    async def one(api, semaphore, sample, records):
+        try:
+            return await original(api, semaphore, sample, records)
+        finally:
+            outstanding[0] -= 1
+
+    reasoner._one = one
+    samples = [_sample(speech_wav[0], "slow", ["speech", "music"], "speech", f"s{i}") for i in range(6)]
+    replies = reasoner.answer_many([(s, None) for s in samples])
+    assert [r.text for r in replies] == ["music"] * 6 and len(built) == 6
+    assert peak[0] == 2  # never more payloads than requests in flight

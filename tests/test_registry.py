@@ -1,5 +1,6 @@
 """The open tool library: the registry, a user's tool from ``tools.extra`` trained into a plugin,
 a plugin refused where its tools are missing, and ``autagent tools list``."""
+
 from __future__ import annotations
 
 import json
@@ -12,7 +13,7 @@ import yaml
 
 from autagent.cli import main
 
-CUSTOM_TOOL = textwrap.dedent('''
+CUSTOM_TOOL = textwrap.dedent("""
     import numpy as np
     from tools.base import Backend, ToolSpec, package_version
 
@@ -26,7 +27,7 @@ CUSTOM_TOOL = textwrap.dedent('''
         output="{loudest_db, quietest_db}",
         backends={"embedded": Backend(name="rms-db", library_version=package_version("numpy"), sample_rate=16000,
                                       load=lambda settings: None, infer=loudness)})
-''')
+""")
 
 
 @pytest.fixture()
@@ -57,12 +58,21 @@ def test_a_custom_tool_is_listed_trained_on_and_exported(custom_module, tiny_ben
     assert row["origin"] == "tools.extra my_tools:LOUDNESS" and not row["enabled"]
 
     enabled = ["asr", "emotion", "chords", "tempo", "pitch", "sound_events", "speakers", "loudness"]
-    config = {"name": "custom", "output_dir": str(tmp_path / "runs"), "answer_cache_dir": str(tmp_path / "answers"),
-              "data": {"train": str(tiny_bench["paths"]["train"]), "test": str(tiny_bench["paths"]["test"]), "limit_test": 8},
-              "tools": {"executor": "local", "cache_dir": str(tiny_bench["cache"]), "enabled": enabled,
-                        "extra": ["my_tools:LOUDNESS"]},
-              "grpo": {"steps": 2, "batch_size": 8}, "eval": {"methods": ["no_tool", "single:loudness", "policy"]},
-              "logging": {"wandb": False, "progress": False}}
+    config = {
+        "name": "custom",
+        "output_dir": str(tmp_path / "runs"),
+        "answer_cache_dir": str(tmp_path / "answers"),
+        "data": {"train": str(tiny_bench["paths"]["train"]), "test": str(tiny_bench["paths"]["test"]), "limit_test": 8},
+        "tools": {
+            "executor": "local",
+            "cache_dir": str(tiny_bench["cache"]),
+            "enabled": enabled,
+            "extra": ["my_tools:LOUDNESS"],
+        },
+        "grpo": {"steps": 2, "batch_size": 8},
+        "eval": {"methods": ["no_tool", "single:loudness", "policy"]},
+        "logging": {"wandb": False, "progress": False},
+    }
     path = tmp_path / "custom.yaml"
     path.write_text(yaml.safe_dump(config))
     assert main(["train", "--config", str(path)]) == 0
@@ -83,8 +93,10 @@ def test_a_custom_tool_is_listed_trained_on_and_exported(custom_module, tiny_ben
 
 
 def test_a_plugin_never_selects_a_tool_it_was_not_trained_with(tiny_bench, tmp_path):
-    from autagent.plugin import export_router, load
-    from autagent.policies.router import Featurizer, Router, RouterConfig
+    from autagent.plugin import load
+    from autagent.policies.router.features import Featurizer
+    from autagent.policies.router.model import Router, RouterConfig
+    from autagent.policies.router.plugin import export_router
 
     featurizer = Featurizer(RouterConfig())
     router = Router(featurizer.dim, RouterConfig(init_bias=5.0), 2)  # calls every tool it has

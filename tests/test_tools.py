@@ -1,4 +1,5 @@
 """The embedded tools on audio the tests generate: real outputs against known truths."""
+
 from __future__ import annotations
 
 import re
@@ -8,11 +9,20 @@ import pytest
 
 from tools import ToolRunner, parse_tool_list
 
-DIALOGUE_TEXTS = ("Good morning, did you sleep well last night", "Yes thank you, the room was very quiet",
-                  "I think we should leave before the rain starts", "That sounds sensible to me",
-                  "Have you seen my keys anywhere", "They were on the kitchen table")
+DIALOGUE_TEXTS = (
+    "Good morning, did you sleep well last night",
+    "Yes thank you, the room was very quiet",
+    "I think we should leave before the rain starts",
+    "That sounds sensible to me",
+    "Have you seen my keys anywhere",
+    "They were on the kitchen table",
+)
 # Three clearly different people: a low man's voice, a high woman's voice, a middle one.
-DIALOGUE_VOICES = (dict(voice="en-us+m3", pitch=15), dict(voice="en-029+f4", pitch=99), dict(voice="en-gb+f2", pitch=85))
+DIALOGUE_VOICES = (
+    dict(voice="en-us+m3", pitch=15),
+    dict(voice="en-029+f4", pitch=99),
+    dict(voice="en-gb+f2", pitch=85),
+)
 
 
 @pytest.fixture(scope="module")
@@ -97,8 +107,10 @@ def test_asr_transcribes_espeak_speech_and_a_clip_does_not_depend_on_its_batch(r
 
 
 def test_sound_events_tell_speech_music_and_silence_apart(runner, speech_wav, music_wav, quiet_wav):
-    top = {name: runner.run("sound_events", str(path))["output"]["labels"][0]["label"]
-           for name, path in (("speech", speech_wav[0]), ("music", music_wav), ("quiet", quiet_wav))}
+    top = {
+        name: runner.run("sound_events", str(path))["output"]["labels"][0]["label"]
+        for name, path in (("speech", speech_wav[0]), ("music", music_wav), ("quiet", quiet_wav))
+    }
     assert top == {"speech": "Speech", "music": "Music", "quiet": "Silence"}
 
 
@@ -106,8 +118,8 @@ def test_emotion_estimator_fitted_elsewhere_beats_chance_on_the_benchmarks_voice
     """Fitted on calibration voices (tools/calibration/emotion.py); tried here on the benchmark's
     held-out test voices, acted by the benchmark generator."""
     from autagent.data import synth
-    from autagent.data.bench import KINDS
-    from autagent.data.bench.kinds import Ctx
+    from autagent.data.generator import KINDS
+    from autagent.data.generator.kinds import Ctx
 
     right = total = 0
     for seed in range(16):
@@ -127,10 +139,16 @@ def _dialogue(voices: int, seed: int):
     rng = np.random.default_rng(seed)
     audio, changes, end = np.zeros(0, dtype=np.float32), [], 0.0
     for k in range(voices + 2):
-        x = synth.normalise(synth.speech(DIALOGUE_TEXTS[(seed + k) % len(DIALOGUE_TEXTS)], rate=int(rng.integers(150, 180)),
-                                         **DIALOGUE_VOICES[k % voices]), -6.0)
+        x = synth.normalise(
+            synth.speech(
+                DIALOGUE_TEXTS[(seed + k) % len(DIALOGUE_TEXTS)],
+                rate=int(rng.integers(150, 180)),
+                **DIALOGUE_VOICES[k % voices],
+            ),
+            -6.0,
+        )
         loud = np.flatnonzero(np.abs(x) > 0.02)
-        x = x[loud[0]:loud[-1]]
+        x = x[loud[0] : loud[-1]]
         start = 0.0 if k == 0 else end + float(rng.uniform(-0.3, 0.7))  # pauses, and overlaps up to 0.3 s
         audio = synth.place(audio, x, start)
         changes += [start] if k else []

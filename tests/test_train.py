@@ -1,5 +1,6 @@
 """GRPO on the router against the real embedded reasoner: learning, the advantage estimators'
 effect on the two rewards, resume, call accounting."""
+
 from __future__ import annotations
 
 import json
@@ -8,10 +9,12 @@ import pytest
 import torch
 
 from autagent.grpo import GRPOConfig
-from autagent.policies.router import Featurizer, Router, RouterConfig
+from autagent.policies.router.features import Featurizer
+from autagent.policies.router.model import Router, RouterConfig
+from autagent.policies.router.train import RouterTrainer
 from autagent.reasoners import CachedReasoner
+from autagent.reasoners.base import Reply
 from autagent.reasoners.embedded import EmbeddedReasoner, EmbeddedReasonerConfig
-from autagent.train import RouterTrainer
 
 
 @pytest.fixture(scope="module")
@@ -23,14 +26,14 @@ def setup(tiny_bench):
     return featurizer, samples, features, tiny_bench["records"], reasoner, tiny_bench["tools"]
 
 
-def _trainer(setup, steps, run_dir=None, seed=0, reward="differential", advantage="reward", tool_cost=0.0,
-             router=None):
+def _trainer(setup, steps, run_dir=None, seed=0, reward="differential", advantage="reward", tool_cost=0.0, router=None):
     featurizer, samples, features, records, reasoner, tools = setup
     torch.manual_seed(seed)
     policy = Router(featurizer.dim, router or RouterConfig(), len(tools))
     grpo = GRPOConfig(steps=steps, batch_size=8, group_size=6, learning_rate=0.01, beta=0.02, advantage=advantage)
-    return RouterTrainer(policy, features, samples, records, reasoner, grpo, tools, reward, tool_cost, run_dir=run_dir,
-                         seed=seed)
+    return RouterTrainer(
+        policy, features, samples, records, reasoner, grpo, tools, reward, tool_cost, run_dir=run_dir, seed=seed
+    )
 
 
 def _needed_tool_probability(trainer) -> float:
@@ -51,6 +54,7 @@ def test_policy_moves_toward_rewarded_tools(setup):
 def test_the_rewards_train_the_same_policy_under_group_and_different_ones_under_reward(setup):
     """Under Eq. 2 the two rewards give the same advantages, so the same policy (up to float rounding,
     which Adam can magnify on parameters whose gradient is ~0); under A = r they train apart."""
+
     def probabilities(reward, advantage):
         trainer = _trainer(setup, steps=6, reward=reward, advantage=advantage)
         trainer.train()
@@ -106,16 +110,30 @@ def test_fresh_run_refuses_to_overwrite_and_resume_needs_checkpoint(setup, tmp_p
 
 
 def test_reasoner_is_never_asked_twice_for_the_same_subset(setup):
-    trainer = _trainer(setup, steps=8)
+    """Counted at the reasoner itself: every (query, records) request it receives over a run is new."""
+    from autagent.reasoners.base import answer_key
+
+    featurizer, samples, features, records, reasoner, tools = setup
+    asked = []
+
+    class Spy:
+        failures = 0
+
+        def answer_many(self, requests):
+            asked.extend(answer_key(s, r) for s, r in requests)
+            return reasoner.answer_many(requests)
+
+        def check_health(self):
+            pass
+
+    trainer = _trainer((featurizer, samples, features, records, Spy(), tools), steps=8)
     trainer.train()
-    counters = trainer.counters
-    assert counters.naive_reasoner_calls == 8 * 8 * 7
-    assert counters.reasoner_calls == len(trainer.samples) + len(counters.subset_memo)
-    assert counters.reasoner_calls < counters.naive_reasoner_calls
+    assert len(asked) == len(set(asked)) and len(asked) > len(samples)  # y_base, then new subsets only
+    assert len(asked) == trainer.counters.reasoner_calls < trainer.counters.naive_reasoner_calls == 8 * 8 * 7
 
 
 def test_input_dropout_blanks_only_the_named_input_at_its_rate_and_is_validated(setup):
-    from autagent.policies.router import drop_inputs
+    from autagent.policies.router.model import drop_inputs
 
     featurizer, _, features, *_ = setup
     start, end = featurizer.columns["question"]
@@ -142,21 +160,23 @@ def test_choice_spread_says_what_the_options_differ_in():
     assert spread.dim == plain.dim + plain.text.dim
     dim = plain.text.dim
     rows = spread(["", ""], ["", ""], [moods, counts])
-    means, spreads = rows[:, :dim], rows[:, dim:2 * dim]
+    means, spreads = rows[:, :dim], rows[:, dim : 2 * dim]
     assert torch.equal(plain(["", ""], ["", ""], [moods, counts])[:, :dim], means)
     # correlation (the router's LayerNorm centres its input; spreads are all positive)
     correlation = lambda a, b: float(torch.corrcoef(torch.stack([a, b]))[0, 1])  # noqa: E731
     assert correlation(spreads[0], spreads[1]) < correlation(means[0], means[1]) - 0.1, (
-        correlation(spreads[0], spreads[1]), correlation(means[0], means[1]))
+        correlation(spreads[0], spreads[1]),
+        correlation(means[0], means[1]),
+    )
     same = spread([""], [""], [("a happy voice",) * 4])
-    assert float(same[0, dim:2 * dim].abs().max()) < 1e-5  # identical options vary in nothing
+    assert float(same[0, dim : 2 * dim].abs().max()) < 1e-5  # identical options vary in nothing
 
 
 def test_choice_contrast_embeds_only_what_the_options_disagree_about():
     """``contrast`` keeps the words some but not all options use; with ``choice_contrast`` the feature gains
     their embedding, so two option sets sharing a frame ("a violin playing ...") but varying different
     things are told apart more sharply than by their means."""
-    from autagent.policies.router import contrast
+    from autagent.policies.router.features import contrast
 
     chords = ("a violin playing a D major chord", "a violin playing a D minor chord")
     players = ("a violin playing a D major chord", "a viola playing a D major chord")
@@ -168,10 +188,12 @@ def test_choice_contrast_embeds_only_what_the_options_disagree_about():
     assert with_contrast.dim == plain.dim + dim
     rows = with_contrast(["", ""], ["", ""], [chords, players])
     assert torch.equal(plain(["", ""], ["", ""], [chords, players])[:, :dim], rows[:, :dim])
-    means, contrasts = rows[:, :dim], rows[:, dim:2 * dim]
+    means, contrasts = rows[:, :dim], rows[:, dim : 2 * dim]
     cosine = lambda a, b: float(a @ b / (a.norm() * b.norm()))  # noqa: E731
     assert cosine(contrasts[0], contrasts[1]) < cosine(means[0], means[1]) - 0.2, (
-        cosine(contrasts[0], contrasts[1]), cosine(means[0], means[1]))
+        cosine(contrasts[0], contrasts[1]),
+        cosine(means[0], means[1]),
+    )
     assert torch.allclose(contrasts[0], torch.from_numpy(plain.text.encode(["major minor"])[0]))
 
 
@@ -202,3 +224,33 @@ def test_the_no_tool_action_is_one_more_way_to_the_empty_subset():
         router.net[-1].bias[-1] = 4.0
     assert router.select(features).sum() == 2 * tools
     assert torch.allclose(router.tool_probabilities(features), torch.sigmoid(torch.tensor(4.0)) ** 2, atol=0.01)
+
+
+class _Down:
+    """A reasoner whose server answers the no-tool prompt and fails every call that shows records."""
+
+    name = "down"
+    where = "http://127.0.0.1:9/v1 (model test)"
+
+    def fingerprint(self):
+        return "down-1"
+
+    def answer_many(self, requests):
+        return [Reply(s.choices[0]) if r is None else Reply(None, "HTTP 503") for s, r in requests]
+
+
+def test_a_failing_reasoner_stops_training_naming_the_server_and_its_last_failure(setup, tmp_path):
+    """Failed calls are counted per step; past ``max_failure_rate`` the run stops with one clear error
+    instead of training on failed answers, and the CLI prints it as one line."""
+    from autagent.reasoners.base import ReasonerFailing
+
+    featurizer, samples, features, records, _, tools = setup
+    reasoner = CachedReasoner(_Down(), None, max_failure_rate=0.05, min_calls=len(samples) + 5)
+    trainer = _trainer((featurizer, samples, features, records, reasoner, tools), steps=5)
+    with pytest.raises(ReasonerFailing) as failure:
+        trainer.train()
+    message = str(failure.value)
+    assert "reasoner http://127.0.0.1:9/v1 (model test)" in message and "last failure: HTTP 503" in message
+    assert "max_failure_rate 5 %" in message and reasoner.failures > 0.05 * reasoner.calls
+    healthy = _trainer(setup, steps=1)
+    assert healthy.train()[-1]["reasoner_failures"] == 0

@@ -9,9 +9,10 @@ from installed packages (entry points ``autagent.tools``) and from config (``too
 ``ToolRunner`` computes records in-process; :class:`tools.pool.ToolPool` runs them on Ray actors
 behind the on-disk :class:`tools.cache.ToolCache`.
 """
+
 from __future__ import annotations
 
-from typing import Sequence
+from collections.abc import Sequence
 
 from .audio import Audio, AudioError, content_hash, load_audio
 from .base import Backend, ToolSpec, make_record
@@ -91,5 +92,19 @@ class ToolRunner:
         return records
 
 
-__all__ = ["PAPER_TOOLS", "PROFILES", "Audio", "AudioError", "Backend", "ToolRunner", "ToolSpec", "content_hash",
-           "get_tool", "load_audio", "make_record", "parse_tool_list", "registered", "resolve"]
+__all__ = [
+    "PAPER_TOOLS",
+    "PROFILES",
+    "Audio",
+    "AudioError",
+    "Backend",
+    "ToolRunner",
+    "ToolSpec",
+    "content_hash",
+    "get_tool",
+    "load_audio",
+    "make_record",
+    "parse_tool_list",
+    "registered",
+    "resolve",
+]

@@ -3,6 +3,7 @@
 madmom imports ``collections.MutableSequence`` and uses ``np.float``/``np.int``,
 both removed since.  We alias the old names before the first ``import madmom``.
 """
+
 from __future__ import annotations
 
 import collections

@@ -4,6 +4,7 @@ Bad input never passes silently: a missing, empty, corrupt, silent or NaN-filled
 :class:`AudioError`, whose message names the file and the reason.  Callers that process batches
 catch it and turn it into an ``"error"`` record so one bad clip never sinks the rest.
 """
+
 from __future__ import annotations
 
 import hashlib

@@ -6,13 +6,15 @@ description of its record and, optionally, how the reasoner should see that reco
 the paper's Appendix B shapes).  ``embedded`` backends run offline on weights that ship in registry
 packages; ``cluster`` backends are the paper's models, loaded from ids in config.
 """
+
 from __future__ import annotations
 
 import hashlib
 import json
 import re
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from .audio import Audio
 

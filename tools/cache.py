@@ -5,6 +5,7 @@ version and a fingerprint of its settings, so a changed model or setting never s
 Writes go to a temporary file in the same folder and are renamed into place (atomic on POSIX),
 so concurrent workers and killed runs never leave a half-written record.
 """
+
 from __future__ import annotations
 
 import hashlib

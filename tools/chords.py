@@ -5,6 +5,7 @@ recogniser, which is about 100x faster on CPU and robust on synthesised tones.  
 inside the madmom package (CC BY-NC-SA: non-commercial use only).  madmom resamples through an
 ffmpeg subprocess unless fed 44.1 kHz, so the loader resamples first and we pass a ``Signal``.
 """
+
 from __future__ import annotations
 
 from .audio import Audio
@@ -58,13 +59,21 @@ def recognise_chords(model, audio: Audio, settings: dict) -> list[dict]:
 
     features, decoder = model
     decoded = decoder(features(Signal(audio.samples, sample_rate=audio.sample_rate, num_channels=1)))
-    segments = [{"start": round(float(s), 2), "end": round(float(e), 2), "chord": str(label)} for s, e, label in decoded]
+    segments = [
+        {"start": round(float(s), 2), "end": round(float(e), 2), "chord": str(label)} for s, e, label in decoded
+    ]
     return snap_boundaries(segments, audio, settings["snap_to_onsets_s"])
 
 
 def _backend(name: str, kind: str, snap: float) -> Backend:
-    return Backend(name=name, library_version=package_version("madmom"), sample_rate=44100,
-                   load=_load(kind), infer=recognise_chords, default_settings={"snap_to_onsets_s": snap})
+    return Backend(
+        name=name,
+        library_version=package_version("madmom"),
+        sample_rate=44100,
+        load=_load(kind),
+        infer=recognise_chords,
+        default_settings={"snap_to_onsets_s": snap},
+    )
 
 
 def present(output: list) -> list:
@@ -72,8 +81,15 @@ def present(output: list) -> list:
     return [{"timestamp": [s["start"], s["end"]], "value": s["chord"]} for s in output]
 
 
-SPEC = ToolSpec(id="chords", paper_index=2, description=DESCRIPTION, domains=("music",), present=present,
-                output="[{start, end, chord}]", backends={
-    "embedded": _backend("madmom-deepchroma-crf", "deepchroma", 0.75),
-    "cluster": _backend("madmom-cnn-crf", "cnn", 0.0),
-})
+SPEC = ToolSpec(
+    id="chords",
+    paper_index=2,
+    description=DESCRIPTION,
+    domains=("music",),
+    present=present,
+    output="[{start, end, chord}]",
+    backends={
+        "embedded": _backend("madmom-deepchroma-crf", "deepchroma", 0.75),
+        "cluster": _backend("madmom-cnn-crf", "cnn", 0.0),
+    },
+)

@@ -6,10 +6,11 @@ model directory with ``config.yaml`` + ``model.pt``).
 ``embedded``: no speech-emotion model ships in any registry package, so this backend is an honest
 *prosody estimator*, not a learned model of emotion: it measures pitch level and range (YIN),
 loudness relative to the peak, syllable rate and pauses, and scores each of four emotions
-(neutral, happy, sad, angry) with a Gaussian fitted by ``python -m tools.calibration.emotion`` on
+(neutral, happy, sad, angry) with a Gaussian fitted by ``python -m scripts.calibration.emotion`` on
 espeak-ng voices and acting settings the embedded benchmark never uses (``emotion_prosody.json``).
 Its record says ``"method": "prosody-gaussians"`` so no one mistakes it for emotion2vec.
 """
+
 from __future__ import annotations
 
 import functools
@@ -45,11 +46,11 @@ def prosody_features(audio: Audio) -> np.ndarray:
     semitones = 12 * np.log2(np.maximum(voiced, 1e-3) / 100.0) if voiced.size else np.zeros(1)
     level = float(np.median(semitones))
     spread = float(np.subtract(*np.percentile(semitones, [90, 10]))) / 2.0
-    loud = float(20 * np.log10(np.sqrt(np.mean(y ** 2)) + 1e-9) - 20 * np.log10(np.abs(y).max() + 1e-9))
+    loud = float(20 * np.log10(np.sqrt(np.mean(y**2)) + 1e-9) - 20 * np.log10(np.abs(y).max() + 1e-9))
     onsets = librosa.onset.onset_detect(y=y, sr=sr, hop_length=256, units="time")
     speaking_s = max(active.sum() * 256 / sr, 0.25)
-    first, last = (np.flatnonzero(active)[[0, -1]] if active.any() else (0, len(active) - 1))
-    pauses = 1.0 - active[first:last + 1].mean() if last > first else 0.0
+    first, last = np.flatnonzero(active)[[0, -1]] if active.any() else (0, len(active) - 1)
+    pauses = 1.0 - active[first : last + 1].mean() if last > first else 0.0
     return np.array([level, spread, loud, len(onsets) / speaking_s, float(pauses)])
 
 
@@ -62,8 +63,12 @@ def estimate_emotion(audio: Audio, settings: dict) -> dict:
     probs = {k: np.exp((v - top) / settings["temperature"]) for k, v in logits.items()}
     total = sum(probs.values())
     scores = {k: round(float(p / total), 3) for k, p in probs.items()}
-    return {"label": max(scores, key=scores.get), "scores": scores, "method": "prosody-gaussians",
-            "features": {name: round(float(x), 2) for name, x in zip(FEATURES, features)}}
+    return {
+        "label": max(scores, key=scores.get),
+        "scores": scores,
+        "method": "prosody-gaussians",
+        "features": {name: round(float(x), 2) for name, x in zip(FEATURES, features)},
+    }
 
 
 def _table_digest() -> str:
@@ -75,8 +80,9 @@ def _table_digest() -> str:
 def _load_funasr(settings: dict):
     from funasr import AutoModel
 
-    return AutoModel(model=settings["model_id"], device=settings["device"], disable_update=True,
-                     disable_pbar=True, log_level="ERROR")
+    return AutoModel(
+        model=settings["model_id"], device=settings["device"], disable_update=True, disable_pbar=True, log_level="ERROR"
+    )
 
 
 def _infer_funasr(model, audio: Audio, settings: dict) -> dict:
@@ -91,12 +97,30 @@ def present(output: dict) -> dict:
     return {"value": output["label"], "confidence": output["scores"].get(output["label"])}
 
 
-SPEC = ToolSpec(id="emotion", paper_index=1, description=DESCRIPTION, domains=("speech",), present=present,
-                output="{label, scores: {label: p}, method}", backends={
-    "embedded": Backend(name="prosody-gaussians", library_version=package_version("librosa"), sample_rate=16000,
-                        load=lambda settings: fitted_table(), infer=lambda model, audio, settings: estimate_emotion(audio, settings),
-                        default_settings={"temperature": 1.0, "table_sha": _table_digest()}),
-    "cluster": Backend(name="funasr-emotion2vec", library_version=package_version("funasr"), sample_rate=16000,
-                       load=_load_funasr, infer=_infer_funasr, uses_gpu=True,
-                       default_settings={"model_id": "iic/emotion2vec_plus_large", "device": "cuda"}),
-})
+SPEC = ToolSpec(
+    id="emotion",
+    paper_index=1,
+    description=DESCRIPTION,
+    domains=("speech",),
+    present=present,
+    output="{label, scores: {label: p}, method}",
+    backends={
+        "embedded": Backend(
+            name="prosody-gaussians",
+            library_version=package_version("librosa"),
+            sample_rate=16000,
+            load=lambda settings: fitted_table(),
+            infer=lambda model, audio, settings: estimate_emotion(audio, settings),
+            default_settings={"temperature": 1.0, "table_sha": _table_digest()},
+        ),
+        "cluster": Backend(
+            name="funasr-emotion2vec",
+            library_version=package_version("funasr"),
+            sample_rate=16000,
+            load=_load_funasr,
+            infer=_infer_funasr,
+            uses_gpu=True,
+            default_settings={"model_id": "iic/emotion2vec_plus_large", "device": "cuda"},
+        ),
+    },
+)

@@ -4,6 +4,7 @@ Output: ``{"f0": [{"time", "hz"}...], "notes": [{"start", "end", "note", "hz"}..
 timestamped f0 of the paper's appendix, plus the same track grouped into stable notes, which is
 what a reader needs to answer "which note at 2 s".
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -11,7 +12,9 @@ import numpy as np
 from .audio import Audio
 from .base import Backend, ToolSpec, package_version
 
-DESCRIPTION = "Tracks the fundamental frequency (pitch, f0 in Hz) of the main melody or tone over time and names the notes."
+DESCRIPTION = (
+    "Tracks the fundamental frequency (pitch, f0 in Hz) of the main melody or tone over time and names the notes."
+)
 
 
 def frame_f0(audio: Audio, settings: dict) -> tuple[np.ndarray, np.ndarray]:
@@ -23,8 +26,14 @@ def frame_f0(audio: Audio, settings: dict) -> tuple[np.ndarray, np.ndarray]:
     import librosa
 
     hop = int(settings["hop_length"])
-    pitches, mags = librosa.piptrack(y=audio.samples, sr=audio.sample_rate, n_fft=int(settings["n_fft"]),
-                                     hop_length=hop, fmin=float(settings["fmin"]), fmax=float(settings["fmax"]))
+    pitches, mags = librosa.piptrack(
+        y=audio.samples,
+        sr=audio.sample_rate,
+        n_fft=int(settings["n_fft"]),
+        hop_length=hop,
+        fmin=float(settings["fmin"]),
+        fmax=float(settings["fmax"]),
+    )
     cols = np.arange(pitches.shape[1])
     frame_max = mags.max(axis=0, keepdims=True)
     best = np.argmax(mags >= settings["harmonic_ratio"] * np.maximum(frame_max, 1e-12), axis=0)
@@ -45,8 +54,14 @@ def note_segments(f0: np.ndarray, times: np.ndarray, min_duration: float) -> lis
         if i == len(midi) or midi[i] != midi[start]:
             if midi[start] >= 0 and times[min(i, len(times) - 1)] - times[start] >= min_duration:
                 hz = float(np.median(f0[start:i]))
-                segments.append({"start": round(float(times[start]), 2), "end": round(float(times[i - 1]), 2),
-                                 "note": librosa.midi_to_note(int(midi[start]), unicode=False), "hz": round(hz, 1)})
+                segments.append(
+                    {
+                        "start": round(float(times[start]), 2),
+                        "end": round(float(times[i - 1]), 2),
+                        "note": librosa.midi_to_note(int(midi[start]), unicode=False),
+                        "hz": round(hz, 1),
+                    }
+                )
             start = i
     return segments
 
@@ -64,17 +79,37 @@ _BACKEND = Backend(
     sample_rate=22050,
     load=lambda settings: None,
     infer=lambda model, audio, settings: track_pitch(audio, settings),
-    default_settings={"n_fft": 4096, "hop_length": 256, "fmin": 60.0, "fmax": 2000.0, "threshold": 0.1, "harmonic_ratio": 0.25,
-                      "report_every_s": 0.5, "min_note_s": 0.12},
+    default_settings={
+        "n_fft": 4096,
+        "hop_length": 256,
+        "fmin": 60.0,
+        "fmax": 2000.0,
+        "threshold": 0.1,
+        "harmonic_ratio": 0.25,
+        "report_every_s": 0.5,
+        "min_note_s": 0.12,
+    },
 )
+
 
 def present(output: dict) -> dict:
     """Appendix B: ``{"timestamp": t, "fundamental frequency": "520.91 Hz"}`` per frame, and the notes
     in the same style (``timestamp`` a span)."""
-    return {"f0": [{"timestamp": p["time"], "fundamental frequency": f"{p['hz']:.2f} Hz"} for p in output["f0"]],
-            "notes": [{"timestamp": [n["start"], n["end"]], "note": n["note"], "fundamental frequency": f"{n['hz']:.2f} Hz"}
-                      for n in output["notes"]]}
+    return {
+        "f0": [{"timestamp": p["time"], "fundamental frequency": f"{p['hz']:.2f} Hz"} for p in output["f0"]],
+        "notes": [
+            {"timestamp": [n["start"], n["end"]], "note": n["note"], "fundamental frequency": f"{n['hz']:.2f} Hz"}
+            for n in output["notes"]
+        ],
+    }
 
 
-SPEC = ToolSpec(id="pitch", paper_index=4, description=DESCRIPTION, domains=("music", "sound"), present=present,
-                output="{f0: [{time, hz}], notes: [{start, end, note, hz}]}", backends={"embedded": _BACKEND, "cluster": _BACKEND})
+SPEC = ToolSpec(
+    id="pitch",
+    paper_index=4,
+    description=DESCRIPTION,
+    domains=("music", "sound"),
+    present=present,
+    output="{f0: [{time, hz}], notes: [{start, end, note, hz}]}",
+    backends={"embedded": _BACKEND, "cluster": _BACKEND},
+)

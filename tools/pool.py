@@ -10,25 +10,27 @@ On top of that, a *no-progress* timeout turns a hung call into an error record a
 actor so Ray restarts it.  A clip that cannot be read gets an ``"error"`` record for each tool,
 never an exception: a batch always completes and every clip is accounted for.
 """
+
 from __future__ import annotations
 
 import os
 import sys
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from . import ToolRunner, make_record
 from .audio import AudioError, content_hash
 from .cache import ToolCache
-from .registry import PAPER_TOOLS, ensure_loaded, resolve
+from .registry import ensure_loaded, resolve
 
 
 @dataclass
 class PoolConfig:
     """Which tools a run uses and how they run: profile and settings, the cache, Ray resources."""
 
-    enabled: list = field(default_factory=lambda: list(PAPER_TOOLS))
-    """The run's tool library, in the order the policy's outputs follow (default: the paper's six)."""
+    enabled: list | None = None
+    """The run's tool library, in the order the policy's outputs follow. Left out (None): the paper's
+    six, or, where a plugin is given (eval, answer, serve), the tools the plugin was trained with."""
     extra: list = field(default_factory=list)
     """Tools from plain modules, as ``"module:attr"`` naming a ToolSpec (or a list of them)."""
     profile: str = "embedded"
@@ -56,9 +58,15 @@ class PoolConfig:
     max_task_retries: int = 2
     """Ray re-runs a call whose actor died up to this many times (Ray's ``max_task_retries``)."""
     ray_address: str | None = None
-    """None: start a local Ray; ``auto``: join the cluster of ``ray start --head``."""
+    """None: start a new local Ray (never join one already running here); ``auto``: join the cluster of
+    ``ray start --head``; or an address."""
+    scheduling: str = "default"
+    """Where Ray places the actors: ``default`` (Ray's choice: packed where resources are) or ``spread``
+    (across the cluster's nodes, Ray's SPREAD strategy)."""
 
     def __post_init__(self):
+        if self.scheduling not in ("default", "spread"):
+            raise ValueError(f"tools.scheduling must be 'default' or 'spread', got {self.scheduling!r}")
         if self.executor not in ("ray", "local"):
             raise ValueError(f"tools.executor must be 'ray' or 'local', got {self.executor!r}")
         if self.profile not in ("embedded", "cluster"):
@@ -101,6 +109,9 @@ def _actor_class():
         def pid(self) -> int:
             return os.getpid()
 
+        def node_id(self) -> str:
+            return ray.get_runtime_context().get_node_id()
+
     return ToolActor
 
 
@@ -125,21 +136,50 @@ class ToolPool:
             if self.config.ray_address:
                 ray.init(address=self.config.ray_address, log_to_driver=False, runtime_env=runtime_env)
             else:
-                ray.init(num_cpus=max(os.cpu_count() or 1, 1), include_dashboard=False, log_to_driver=False,
-                         configure_logging=False, ignore_reinit_error=True, runtime_env=runtime_env)
+                # "local": a new Ray of our own even when another process left one running on this
+                # machine (ray.init's default would join it, then refuse num_cpus)
+                ray.init(
+                    address="local",
+                    num_cpus=max(os.cpu_count() or 1, 1),
+                    include_dashboard=False,
+                    log_to_driver=False,
+                    configure_logging=False,
+                    ignore_reinit_error=True,
+                    runtime_env=runtime_env,
+                )
         return ray
 
     def actor(self, tool_id: str, replica: int = 0):
         key = (tool_id, replica % self.config.replicas.get(tool_id, 1))
         if key not in self._actors:
             self._ensure_ray()
-            self._actors[key] = _actor_class().options(
-                num_cpus=self.config.actor_cpus, num_gpus=self.config.gpu_fraction.get(tool_id, 0),
-                max_restarts=self.config.max_restarts, max_task_retries=self.config.max_task_retries,
-            ).remote(tool_id, self.config.profile, self.config.settings, self.config.max_seconds, list(self.config.extra))
+            self._actors[key] = (
+                _actor_class()
+                .options(
+                    num_cpus=self.config.actor_cpus,
+                    num_gpus=self.config.gpu_fraction.get(tool_id, 0),
+                    max_restarts=self.config.max_restarts,
+                    max_task_retries=self.config.max_task_retries,
+                    scheduling_strategy="SPREAD" if self.config.scheduling == "spread" else "DEFAULT",
+                )
+                .remote(
+                    tool_id, self.config.profile, self.config.settings, self.config.max_seconds, list(self.config.extra)
+                )
+            )
         return self._actors[key]
 
+    def nodes(self) -> dict[str, str]:
+        """``"<tool>#<replica>" -> Ray node id`` of every actor this pool started (empty without Ray)."""
+        if not self._actors:
+            return {}
+        import ray
+
+        return {f"{tool}#{replica}": ray.get(actor.node_id.remote()) for (tool, replica), actor in self._actors.items()}
+
     def shutdown(self) -> None:
+        """Kill this pool's actors (their models' memory is freed); later misses start new ones."""
+        if not self._actors:
+            return
         import ray
 
         for key in list(self._actors):
@@ -153,7 +193,9 @@ class ToolPool:
         """Records for ``tools`` (default: the run's library) on one clip, from the cache or computed."""
         return self.run_many([path], tools)[0]
 
-    def run_many(self, paths: list[str], tools: Iterable[str] | None = None, progress: bool = False) -> list[dict[str, dict]]:
+    def run_many(
+        self, paths: list[str], tools: Iterable[str] | None = None, progress: bool = False
+    ) -> list[dict[str, dict]]:
         """Records for every (clip, tool); all cache misses are in flight at once across the actors."""
         wanted = set(self.tool_ids if tools is None else tools)
         tools = [t for t in self.tool_ids if t in wanted] + sorted(wanted - set(self.tool_ids))
@@ -164,7 +206,9 @@ class ToolPool:
                 audio_hash = content_hash(path)
             except AudioError as err:
                 for tool_id in tools:
-                    results[i][tool_id] = self._count(make_record(tool_id, *self.runner.identity(tool_id), error=str(err)))
+                    results[i][tool_id] = self._count(
+                        make_record(tool_id, *self.runner.identity(tool_id), error=str(err))
+                    )
                 continue
             for tool_id in tools:
                 key = self._key(audio_hash, tool_id)
@@ -175,7 +219,7 @@ class ToolPool:
                     pending.setdefault(tool_id, []).append((i, key))
         bar = _progress(sum(len(v) for v in pending.values()), progress)
         compute = self._compute_local if self.config.executor == "local" else self._compute_ray
-        for i, tool_id, key, record in compute(pending, paths):
+        for i, tool_id, key, record in compute(pending, paths) if pending else ():
             self.cache.put(*key, record)
             self.computed += "error" not in record
             results[i][tool_id] = self._count(record)
@@ -192,7 +236,7 @@ class ToolPool:
         for tool_id, jobs in pending.items():
             size = self.config.batch_size.get(tool_id, 8)
             for start in range(0, len(jobs), size):
-                chunk = jobs[start:start + size]
+                chunk = jobs[start : start + size]
                 yield tool_id, chunk, [paths[i] for i, _ in chunk]
 
     def _compute_local(self, pending: dict, paths: list[str]):
@@ -215,7 +259,12 @@ class ToolPool:
                 ref = next(iter(in_flight))
                 tool_id, chunk, batch_paths, n = in_flight.pop(ref)
                 for (i, key), path in zip(chunk, batch_paths):
-                    yield i, tool_id, key, make_record(tool_id, *key[2:], error=f"{path}: timed out after {self.config.timeout_s}s")
+                    yield (
+                        i,
+                        tool_id,
+                        key,
+                        make_record(tool_id, *key[2:], error=f"{path}: timed out after {self.config.timeout_s}s"),
+                    )
                 ray.kill(self.actor(tool_id, n), no_restart=False)
                 continue
             ref = done[0]
@@ -223,13 +272,22 @@ class ToolPool:
             try:
                 records = ray.get(ref)
             except RayError as err:  # the actor died more often than max_task_retries allows
-                records = [make_record(tool_id, *key[2:], error=f"{path}: tool actor failed: {type(err).__name__}")
-                           for (_, key), path in zip(chunk, batch_paths)]
+                records = [
+                    make_record(tool_id, *key[2:], error=f"{path}: tool actor failed: {type(err).__name__}")
+                    for (_, key), path in zip(chunk, batch_paths)
+                ]
             for (i, key), record in zip(chunk, records):
                 yield i, tool_id, key, record
 
 
 def _progress(total: int, enabled: bool):
-    from autagent.progress import progress
+    """A bar that stays readable in logs: live on a terminal, a line every 10 s otherwise."""
+    from tqdm.auto import tqdm
 
-    return progress(total=total, desc="tools", unit="call", disable=not enabled or total == 0)
+    return tqdm(
+        total=total,
+        desc="tools",
+        unit="call",
+        disable=not enabled or total == 0,
+        mininterval=0.1 if sys.stderr.isatty() else 10.0,
+    )

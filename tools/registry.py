@@ -10,12 +10,13 @@ Three sources, in this order:
 A run picks its library with ``tools.enabled`` (ids, in the order the policy's outputs follow);
 :func:`resolve` checks that every id is registered and returns that tuple.
 """
+
 from __future__ import annotations
 
 import importlib
 import logging
 import threading
-from typing import Iterable
+from collections.abc import Iterable
 
 from .base import ToolSpec
 
@@ -137,7 +138,9 @@ def resolve(enabled: Iterable[str] | None, extra: Iterable[str] = ()) -> tuple[s
     ids = tuple(enabled) if enabled else PAPER_TOOLS
     missing = [t for t in ids if t not in _tools]
     if missing:
-        raise ToolRegistryError(f"tools.enabled names unregistered tools {missing}; registered: {', '.join(sorted(_tools))}")
+        raise ToolRegistryError(
+            f"tools.enabled names unregistered tools {missing}; registered: {', '.join(sorted(_tools))}"
+        )
     if len(set(ids)) != len(ids):
         raise ToolRegistryError(f"tools.enabled repeats a tool: {list(ids)}")
     return ids

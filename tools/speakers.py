@@ -13,6 +13,7 @@ short overlapping windows of speech described by MFCC statistics and pitch, then
 clustering with a distance threshold (which also decides how many speakers there are), then
 smoothing of the window labels into turns.  It has never seen a diarization corpus.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -20,8 +21,10 @@ import numpy as np
 from .audio import Audio
 from .base import Backend, ToolSpec, package_version
 
-DESCRIPTION = ("Speaker diarization: tells who speaks when, as turns with start and end times and a speaker "
-               "label, and counts how many different people speak.")
+DESCRIPTION = (
+    "Speaker diarization: tells who speaks when, as turns with start and end times and a speaker "
+    "label, and counts how many different people speak."
+)
 
 
 def _relabel(turns: list[dict]) -> dict:
@@ -40,16 +43,39 @@ def _relabel(turns: list[dict]) -> dict:
 # ---- embedded estimator ------------------------------------------------------------------------------
 # Per-feature spread of one speaker's segment vectors (MFCC 2..19 means, median pitch in semitones)
 # across utterances, and each feature's between/within-speaker ratio, measured by
-# ``python -m tools.calibration.speakers`` on espeak-ng voices the embedded benchmark never uses.
-FEATURE_SCALES = np.array([14.65, 16.53, 13.38, 9.92, 12.25, 7.33, 8.04, 5.79, 5.07, 5.25, 5.56, 4.15, 4.82, 4.88, 3.96,
-                           4.85, 4.08, 2.77, 1.26])
-FEATURE_WEIGHTS = np.array([0.73, 0.58, 0.85, 0.62, 0.91, 1.06, 0.65, 0.82, 0.65, 0.73, 0.53, 1.59, 0.75, 0.51, 1.31, 0.62,
-                            0.75, 1.95, 3.38])
+# ``python -m scripts.calibration.speakers`` on espeak-ng voices the embedded benchmark never uses.
+FEATURE_SCALES = np.array(
+    [
+        14.65,
+        16.53,
+        13.38,
+        9.92,
+        12.25,
+        7.33,
+        8.04,
+        5.79,
+        5.07,
+        5.25,
+        5.56,
+        4.15,
+        4.82,
+        4.88,
+        3.96,
+        4.85,
+        4.08,
+        2.77,
+        1.26,
+    ]
+)
+FEATURE_WEIGHTS = np.array(
+    [0.73, 0.58, 0.85, 0.62, 0.91, 1.06, 0.65, 0.82, 0.65, 0.73, 0.53, 1.59, 0.75, 0.51, 1.31, 0.62, 0.75, 1.95, 3.38]
+)
 _METRIC = np.sqrt(FEATURE_WEIGHTS / FEATURE_WEIGHTS.sum())  # Euclidean distance of scaled * _METRIC = weighted RMS
 
 
-def speech_regions(samples: np.ndarray, sr: int, hop: int, threshold_db: float, min_gap_s: float,
-                   min_region_s: float) -> list[tuple[int, int]]:
+def speech_regions(
+    samples: np.ndarray, sr: int, hop: int, threshold_db: float, min_gap_s: float, min_region_s: float
+) -> list[tuple[int, int]]:
     """(start, end) frame ranges louder than ``threshold_db`` below the clip's loud frames; gaps
     shorter than ``min_gap_s`` are bridged, regions shorter than ``min_region_s`` dropped."""
     import librosa
@@ -108,12 +134,19 @@ def change_points(frames: np.ndarray, start: int, end: int, window: int, thresho
     if end - start < 2 * window:
         return []
     candidates = list(range(start + window, end - window + 1, max(window // 8, 1)))
-    scores = [voice_distance(segment_vector(frames[c - window:c]), segment_vector(frames[c:c + window])) for c in candidates]
+    scores = [
+        voice_distance(segment_vector(frames[c - window : c]), segment_vector(frames[c : c + window]))
+        for c in candidates
+    ]
     best = int(np.argmax(scores))
     if scores[best] < threshold:
         return []
     cut = candidates[best]
-    return change_points(frames, start, cut, window, threshold) + [cut] + change_points(frames, cut, end, window, threshold)
+    return (
+        change_points(frames, start, cut, window, threshold)
+        + [cut]
+        + change_points(frames, cut, end, window, threshold)
+    )
 
 
 def cluster_segments(frames: np.ndarray, segments: list[tuple[int, int]], threshold: float) -> np.ndarray:
@@ -123,11 +156,15 @@ def cluster_segments(frames: np.ndarray, segments: list[tuple[int, int]], thresh
     clusters = [[i] for i in range(len(segments))]
 
     def voice(members):
-        return segment_vector(np.concatenate([frames[segments[i][0]:segments[i][1]] for i in members]))
+        return segment_vector(np.concatenate([frames[segments[i][0] : segments[i][1]] for i in members]))
 
     voices = [voice(c) for c in clusters]
     while len(clusters) > 1:
-        pairs = [(voice_distance(voices[i], voices[j]), i, j) for i in range(len(clusters)) for j in range(i + 1, len(clusters))]
+        pairs = [
+            (voice_distance(voices[i], voices[j]), i, j)
+            for i in range(len(clusters))
+            for j in range(i + 1, len(clusters))
+        ]
         distance, i, j = min(pairs)
         if distance > threshold:
             break
@@ -174,8 +211,9 @@ def estimate_speakers(audio: Audio, settings: dict) -> dict:
     (decides the count) -> Viterbi resegmentation of the speech frames under per-speaker Gaussians
     (moves the turn boundaries to where the voices change)."""
     sr, hop = audio.sample_rate, int(settings["hop_s"] * audio.sample_rate)
-    regions = speech_regions(audio.samples, sr, hop, settings["vad_threshold_db"], settings["min_gap_s"],
-                             settings["min_turn_s"])
+    regions = speech_regions(
+        audio.samples, sr, hop, settings["vad_threshold_db"], settings["min_gap_s"], settings["min_turn_s"]
+    )
     frames = frame_features(audio.samples, sr, hop)
     regions = [(a, min(b, len(frames))) for a, b in regions if a < len(frames)]
     if not regions:
@@ -192,7 +230,9 @@ def estimate_speakers(audio: Audio, settings: dict) -> dict:
     passes = settings["resegment_passes"]
     while passes > 0:
         totals = {k: (frame_label == k).sum() * hop / sr for k in set(frame_label[frame_label > 0].tolist())}
-        speakers = [k for k, seconds in totals.items() if seconds >= settings["min_speaker_s"]] or [max(totals, key=totals.get)]
+        speakers = [k for k, seconds in totals.items() if seconds >= settings["min_speaker_s"]] or [
+            max(totals, key=totals.get)
+        ]
         loglik = frame_loglik(frames, frame_label, speakers)
         for a, b in regions:
             frame_label[a:b] = np.asarray(speakers)[viterbi(loglik[a:b], settings["switch_penalty"])]
@@ -206,7 +246,7 @@ def merge_closest(frames: np.ndarray, frame_label: np.ndarray, threshold: float)
     """Merge the two speakers whose voices (all their frames now) are closest, if within ``threshold``."""
     speakers = sorted(set(frame_label[frame_label > 0].tolist()))
     voices = {k: segment_vector(frames[frame_label == k]) for k in speakers}
-    pairs = [(voice_distance(voices[a], voices[b]), a, b) for i, a in enumerate(speakers) for b in speakers[i + 1:]]
+    pairs = [(voice_distance(voices[a], voices[b]), a, b) for i, a in enumerate(speakers) for b in speakers[i + 1 :]]
     if not pairs or min(pairs)[0] > threshold:
         return False
     _, keep, gone = min(pairs)
@@ -253,7 +293,10 @@ def _load_pyannote(settings: dict):
     token = os.environ.get(settings["token_env"]) or None  # read here, never logged or stored
     pipeline = Pipeline.from_pretrained(settings["model_id"], token=token)
     if pipeline is None:
-        raise RuntimeError(f"pyannote could not load {settings['model_id']!r} (gated model: accept its terms, set ${settings['token_env']})")
+        raise RuntimeError(
+            f"pyannote could not load {settings['model_id']!r} "
+            f"(gated model: accept its terms, set ${settings['token_env']})"
+        )
     return pipeline.to(torch.device(settings["device"]))
 
 
@@ -261,31 +304,67 @@ def _infer_pyannote(pipeline, audio: Audio, settings: dict) -> dict:
     import torch
 
     options = {k: settings[k] for k in ("num_speakers", "min_speakers", "max_speakers") if settings.get(k)}
-    result = pipeline({"waveform": torch.from_numpy(audio.samples).unsqueeze(0), "sample_rate": audio.sample_rate},
-                      **options)
+    result = pipeline(
+        {"waveform": torch.from_numpy(audio.samples).unsqueeze(0), "sample_rate": audio.sample_rate}, **options
+    )
     annotation = getattr(result, "speaker_diarization", result)  # 4.x returns DiarizeOutput, 3.x an Annotation
-    turns = [{"start": float(seg.start), "end": float(seg.end), "speaker": str(label)}
-             for seg, _, label in annotation.itertracks(yield_label=True)]
+    turns = [
+        {"start": float(seg.start), "end": float(seg.end), "speaker": str(label)}
+        for seg, _, label in annotation.itertracks(yield_label=True)
+    ]
     return _relabel(turns)
 
 
 def present(output: dict) -> dict:
     """Reasoner view: the count and ``{"timestamp": [s, e], "speaker"}`` per turn."""
-    return {"num_speakers": output["num_speakers"],
-            "turns": [{"timestamp": [t["start"], t["end"]], "speaker": t["speaker"]} for t in output["turns"]]}
+    return {
+        "num_speakers": output["num_speakers"],
+        "turns": [{"timestamp": [t["start"], t["end"]], "speaker": t["speaker"]} for t in output["turns"]],
+    }
 
 
-SPEC = ToolSpec(id="speakers", paper_index=6, description=DESCRIPTION, domains=("speech",), present=present,
-                output="{num_speakers, turns: [{start, end, speaker}]}", backends={
-    "embedded": Backend(name="energy-vad-mfcc-clustering", library_version=package_version("librosa"), sample_rate=16000,
-                        load=lambda settings: None, infer=lambda model, audio, settings: estimate_speakers(audio, settings),
-                        default_settings={"hop_s": 0.01, "vad_threshold_db": -30.0, "min_gap_s": 0.15,
-                                          "min_turn_s": 0.3, "change_window_s": 1.0, "change_threshold": 3.0,
-                                          "cluster_threshold": 2.3,
-                                          "min_speaker_s": 1.0, "resegment_passes": 2, "switch_penalty": 40.0}),
-    "cluster": Backend(name="pyannote-diarization", library_version=package_version("pyannote.audio"), sample_rate=16000,
-                       load=_load_pyannote, infer=_infer_pyannote, uses_gpu=True,
-                       default_settings={"model_id": "pyannote/speaker-diarization-3.1", "device": "cuda",
-                                         "token_env": "HF_TOKEN", "num_speakers": None, "min_speakers": None,
-                                         "max_speakers": None}),
-})
+SPEC = ToolSpec(
+    id="speakers",
+    paper_index=6,
+    description=DESCRIPTION,
+    domains=("speech",),
+    present=present,
+    output="{num_speakers, turns: [{start, end, speaker}]}",
+    backends={
+        "embedded": Backend(
+            name="energy-vad-mfcc-clustering",
+            library_version=package_version("librosa"),
+            sample_rate=16000,
+            load=lambda settings: None,
+            infer=lambda model, audio, settings: estimate_speakers(audio, settings),
+            default_settings={
+                "hop_s": 0.01,
+                "vad_threshold_db": -30.0,
+                "min_gap_s": 0.15,
+                "min_turn_s": 0.3,
+                "change_window_s": 1.0,
+                "change_threshold": 3.0,
+                "cluster_threshold": 2.3,
+                "min_speaker_s": 1.0,
+                "resegment_passes": 2,
+                "switch_penalty": 40.0,
+            },
+        ),
+        "cluster": Backend(
+            name="pyannote-diarization",
+            library_version=package_version("pyannote.audio"),
+            sample_rate=16000,
+            load=_load_pyannote,
+            infer=_infer_pyannote,
+            uses_gpu=True,
+            default_settings={
+                "model_id": "pyannote/speaker-diarization-3.1",
+                "device": "cuda",
+                "token_env": "HF_TOKEN",
+                "num_speakers": None,
+                "min_speakers": None,
+                "max_speakers": None,
+            },
+        ),
+    },
+)

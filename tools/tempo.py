@@ -4,6 +4,7 @@
 bins around 120 BPM are 117.5 and 123.0), so we report the slope of beat time against beat number,
 which averages the per-beat frame error away.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -38,10 +39,18 @@ _BACKEND = Backend(
     default_settings={"hop_length": 512, "max_beats": 32},
 )
 
+
 def present(output: dict) -> str:
     """Appendix B: the tempo as a bare string of BPM, e.g. ``"117.19"``."""
     return f"{output['bpm']:.2f}"
 
 
-SPEC = ToolSpec(id="tempo", paper_index=3, description=DESCRIPTION, domains=("music",), present=present,
-                output="{bpm, beats: [s]}", backends={"embedded": _BACKEND, "cluster": _BACKEND})
+SPEC = ToolSpec(
+    id="tempo",
+    paper_index=3,
+    description=DESCRIPTION,
+    domains=("music",),
+    present=present,
+    output="{bpm, beats: [s]}",
+    backends={"embedded": _BACKEND, "cluster": _BACKEND},
+)

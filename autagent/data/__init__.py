@@ -1,4 +1,5 @@
 """Samples, benchmark loaders and the embedded benchmark."""
+
 from .loaders import DatasetError, load_dataset, write_mmau
 from .sample import Sample
 

@@ -16,14 +16,15 @@ Quirks of the published files handled as data:
 Only a file that cannot be read at all (missing, not JSON, not a list of objects) raises
 :class:`DatasetError`, naming the file.  Audio paths are resolved against the file's folder.
 """
+
 from __future__ import annotations
 
 import json
 import re
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from .sample import Sample
 
@@ -56,13 +57,21 @@ class Loaded:
 
     def summary(self) -> dict:
         """What ``autagent data validate`` prints."""
+
         def counts(key):
             return dict(sorted(Counter(key(s) for s in self.samples if key(s)).items()))
 
-        return {"file": self.path, "format": self.format, "rows": self.rows, "loaded": len(self.scorable),
-                "rejected": self.rejected, "usable": bool(self.scorable),
-                "by_domain": counts(lambda s: s.domain), "by_category": counts(lambda s: s.category),
-                "by_subcategory": counts(lambda s: s.meta.get("sub-category"))}
+        return {
+            "file": self.path,
+            "format": self.format,
+            "rows": self.rows,
+            "loaded": len(self.scorable),
+            "rejected": self.rejected,
+            "usable": bool(self.scorable),
+            "by_domain": counts(lambda s: s.domain),
+            "by_category": counts(lambda s: s.category),
+            "by_subcategory": counts(lambda s: s.meta.get("sub-category")),
+        }
 
 
 def _normalise(text: str) -> str:
@@ -91,7 +100,9 @@ def _choices(row, name) -> tuple[str, ...]:
     raw = row.get(name)
     if not isinstance(raw, list):
         raise RowError(name, "missing" if raw is None else f"expected a list, got {type(raw).__name__}")
-    choices = tuple(str(c) for c in raw if isinstance(c, (str, int, float)) and not isinstance(c, bool) and str(c).strip())
+    choices = tuple(
+        str(c) for c in raw if isinstance(c, (str, int, float)) and not isinstance(c, bool) and str(c).strip()
+    )
     if len(choices) < 2:
         raise RowError(name, "needs at least two non-empty choices")
     return choices
@@ -113,16 +124,26 @@ def _audio(path: Path, value: str) -> str:
 
 def _mmau_row(path: Path, row: dict) -> dict:
     choices = _choices(row, "choices")
-    return dict(audio=_audio(path, _text(row, "audio_id")), question=_text(row, "question"), choices=choices,
-                answer=_answer_in(choices, _text(row, "answer")), domain=_label(row.get("task")),
-                category=_label(row.get("category")))
+    return dict(
+        audio=_audio(path, _text(row, "audio_id")),
+        question=_text(row, "question"),
+        choices=choices,
+        answer=_answer_in(choices, _text(row, "answer")),
+        domain=_label(row.get("task")),
+        category=_label(row.get("category")),
+    )
 
 
 def _mmar_row(path: Path, row: dict) -> dict:
     choices = _choices(row, "choices")
-    return dict(audio=_audio(path, _text(row, "audio_path")), question=_text(row, "question"), choices=choices,
-                answer=_answer_in(choices, _text(row, "answer")), domain=_label(row.get("modality")),
-                category=_label(row.get("category")))
+    return dict(
+        audio=_audio(path, _text(row, "audio_path")),
+        question=_text(row, "question"),
+        choices=choices,
+        answer=_answer_in(choices, _text(row, "answer")),
+        domain=_label(row.get("modality")),
+        category=_label(row.get("category")),
+    )
 
 
 AVQA_WORDING = ((re.compile(r"\bvideos?\b", re.I), lambda m: "audio" if m.group(0).islower() else "Audio"),)
@@ -137,8 +158,14 @@ def _avqa_row(path: Path, row: dict, audio_wording: bool = False) -> dict:
     if audio_wording:  # r1-aqa asks about "the audio" where AVQA says "the video"
         for pattern, repl in AVQA_WORDING:
             question = pattern.sub(repl, question)
-    return dict(audio=_audio(path, _text(row, "audio_path")), question=question, choices=choices,
-                answer=choices[index], domain="sound", category=_label(row.get("question_type")))
+    return dict(
+        audio=_audio(path, _text(row, "audio_path")),
+        question=question,
+        choices=choices,
+        answer=choices[index],
+        domain="sound",
+        category=_label(row.get("question_type")),
+    )
 
 
 FORMATS: dict[str, tuple[Callable, str, set]] = {
@@ -202,7 +229,11 @@ def load(path: str | Path, fmt: str = "auto", limit: int | None = None, audio_wo
     seen: set[str] = set()
     for i, row in enumerate(rows):
         raw_id = row.get("id") if isinstance(row, dict) else None
-        sample_id = str(raw_id) if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) and str(raw_id).strip() else f"row-{i}"
+        sample_id = (
+            str(raw_id)
+            if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) and str(raw_id).strip()
+            else f"row-{i}"
+        )
         if sample_id in seen:
             sample_id = f"{sample_id}#row-{i}"
         seen.add(sample_id)
@@ -218,14 +249,28 @@ def load(path: str | Path, fmt: str = "auto", limit: int | None = None, audio_wo
             reason = str(err)
             loaded.rejected.append({"row": i, "id": sample_id, "reason": reason})
             raw = row if isinstance(row, dict) else {}
-            loaded.samples.append(Sample(
-                id=sample_id, audio="", question=str(raw.get("question") or raw.get("question_text") or ""), choices=(),
-                answer="", domain=_label(raw.get("task") or raw.get("modality")), category=_label(raw.get("category")),
-                meta={"unscorable": reason, "row": i, **({"sub-category": raw["sub-category"]} if "sub-category" in raw else {})}))
+            loaded.samples.append(
+                Sample(
+                    id=sample_id,
+                    audio="",
+                    question=str(raw.get("question") or raw.get("question_text") or ""),
+                    choices=(),
+                    answer="",
+                    domain=_label(raw.get("task") or raw.get("modality")),
+                    category=_label(raw.get("category")),
+                    meta={
+                        "unscorable": reason,
+                        "row": i,
+                        **({"sub-category": raw["sub-category"]} if "sub-category" in raw else {}),
+                    },
+                )
+            )
     return loaded
 
 
-def load_dataset(path: str | Path, fmt: str = "auto", limit: int | None = None, audio_wording: bool = False) -> list[Sample]:
+def load_dataset(
+    path: str | Path, fmt: str = "auto", limit: int | None = None, audio_wording: bool = False
+) -> list[Sample]:
     """Every row's Sample, the unscorable ones included (they count as wrong in evaluation)."""
     return load(path, fmt, limit, audio_wording).samples
 

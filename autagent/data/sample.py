@@ -1,4 +1,5 @@
 """The one sample type every loader, reasoner, policy and scorer shares."""
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
@@ -20,8 +21,15 @@ class Sample:
         import os
 
         audio = os.path.relpath(self.audio, audio_root) if audio_root else self.audio
-        row = {"id": self.id, "audio_id": audio, "question": self.question, "choices": list(self.choices),
-               "answer": self.answer, "task": self.domain, "category": self.category}
+        row = {
+            "id": self.id,
+            "audio_id": audio,
+            "question": self.question,
+            "choices": list(self.choices),
+            "answer": self.answer,
+            "task": self.domain,
+            "category": self.category,
+        }
         row.update({k: v for k, v in self.meta.items() if k not in row})
         return row
 

@@ -1,6 +1,7 @@
 """Small, pure audio builders for the embedded benchmark: espeak-ng speech, fluidsynth music,
 recorded sounds, synthesised tones and sound effects, and mixing.  Every function returns float32 mono at ``SR``.
 """
+
 from __future__ import annotations
 
 import io
@@ -44,19 +45,38 @@ def recording(path: str | Path) -> np.ndarray:
     return _read_wav_bytes(path.read_bytes())
 
 
-def speech(text: str, voice: str = "en-us", rate: int = 160, pitch: int = 50, amplitude: int = 100,
-           word_gap: int = 0) -> np.ndarray:
+def speech(
+    text: str, voice: str = "en-us", rate: int = 160, pitch: int = 50, amplitude: int = 100, word_gap: int = 0
+) -> np.ndarray:
     """espeak-ng speech: ``rate`` words/min, ``pitch`` 0-99, ``amplitude`` 0-200, ``word_gap`` x10 ms."""
-    cmd = [_require("espeak-ng"), "-v", voice, "-s", str(rate), "-p", str(pitch), "-a", str(amplitude),
-           "-g", str(word_gap), "--stdout", text]
+    cmd = [
+        _require("espeak-ng"),
+        "-v",
+        voice,
+        "-s",
+        str(rate),
+        "-p",
+        str(pitch),
+        "-a",
+        str(amplitude),
+        "-g",
+        str(word_gap),
+        "--stdout",
+        text,
+    ]
     result = subprocess.run(cmd, capture_output=True, check=False)
     if result.returncode != 0 or not result.stdout:
         raise SynthError(f"espeak-ng failed for {text!r}: {result.stderr.decode(errors='replace')}")
     return _read_wav_bytes(result.stdout)
 
 
-def render_midi(notes: list[tuple[float, float, int, int]], program: int = 0, drums: bool = False,
-                duration: float | None = None, gain: float = 0.8) -> np.ndarray:
+def render_midi(
+    notes: list[tuple[float, float, int, int]],
+    program: int = 0,
+    drums: bool = False,
+    duration: float | None = None,
+    gain: float = 0.8,
+) -> np.ndarray:
     """Render ``(start_s, end_s, midi_pitch, velocity)`` notes with fluidsynth and a GM soundfont."""
     import mido
 
@@ -83,7 +103,18 @@ def render_midi(notes: list[tuple[float, float, int, int]], program: int = 0, dr
     with tempfile.TemporaryDirectory() as tmp:
         mid_path, wav_path = Path(tmp) / "in.mid", Path(tmp) / "out.wav"
         midi.save(mid_path)
-        cmd = [_require("fluidsynth"), "-ni", "-g", str(gain), "-r", str(SR), "-F", str(wav_path), soundfont, str(mid_path)]
+        cmd = [
+            _require("fluidsynth"),
+            "-ni",
+            "-g",
+            str(gain),
+            "-r",
+            str(SR),
+            "-F",
+            str(wav_path),
+            soundfont,
+            str(mid_path),
+        ]
         result = subprocess.run(cmd, capture_output=True, check=False)
         if result.returncode != 0 or not wav_path.exists():
             raise SynthError(f"fluidsynth failed: {result.stderr.decode(errors='replace')[-300:]}")
@@ -135,7 +166,7 @@ def mix(foreground: np.ndarray, background: np.ndarray, snr_db: float) -> np.nda
     """Foreground plus background at ``snr_db`` (RMS ratio), length of the longer."""
     n = max(len(foreground), len(background))
     fg, bg = np.pad(foreground, (0, n - len(foreground))), np.pad(background, (0, n - len(background)))
-    rms = lambda x: float(np.sqrt(np.mean(x ** 2)) + 1e-9)  # noqa: E731
+    rms = lambda x: float(np.sqrt(np.mean(x**2)) + 1e-9)  # noqa: E731
     return fg + bg * (rms(fg) / rms(bg)) * 10 ** (-snr_db / 20)
 
 
@@ -218,7 +249,12 @@ def doorbell(duration: float, rng: np.random.Generator) -> np.ndarray:
 def clock(duration: float, rng: np.random.Generator) -> np.ndarray:
     out = np.zeros(int(duration * SR), dtype=np.float32)
     for k, t in enumerate(np.arange(0.05, duration, 0.5)):
-        _place(out, bandpass(rng.standard_normal(400).astype(np.float32), 2000 + 800 * (k % 2), 6000) * _envelope(400, 0.001, 0.004), t)
+        _place(
+            out,
+            bandpass(rng.standard_normal(400).astype(np.float32), 2000 + 800 * (k % 2), 6000)
+            * _envelope(400, 0.001, 0.004),
+            t,
+        )
     return out
 
 
@@ -250,9 +286,13 @@ def engine(duration: float, rng: np.random.Generator) -> np.ndarray:
 def crowd(duration: float, rng: np.random.Generator, voices, sentences) -> np.ndarray:
     """Babble: several espeak-ng voices talking over each other, none intelligible."""
     out = np.zeros(int(duration * SR), dtype=np.float32)
-    for k in range(5):
-        said = speech(str(rng.choice(sentences)), voice=str(rng.choice(voices)), rate=int(rng.integers(150, 200)),
-                      pitch=int(rng.integers(20, 80)))
+    for _ in range(5):
+        said = speech(
+            str(rng.choice(sentences)),
+            voice=str(rng.choice(voices)),
+            rate=int(rng.integers(150, 200)),
+            pitch=int(rng.integers(20, 80)),
+        )
         _place(out, said * rng.uniform(0.5, 1.0), rng.uniform(-0.5, 1.0))
     return lowpass(out, 3000)
 

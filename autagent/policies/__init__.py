@@ -1,0 +1,29 @@
+"""Tool-selection policies: the ``router`` (the embedded default) and the paper's ``lm`` agent.
+
+Both sample tool subsets for a query, select greedily, train with GRPO on the same advantage code
+(:mod:`autagent.grpo`) and export a plugin in the shared format (:mod:`autagent.manifest`).
+:mod:`.baselines` holds the untrained selectors of the paper's baselines.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .lm.config import LMPolicyConfig
+from .router.model import RouterConfig
+
+KINDS = ("router", "lm")
+
+
+@dataclass
+class PolicyConfig:
+    kind: str = "router"
+    """router (the embedded default) | lm (the paper's Qwen2-Audio agent on TRL)."""
+    router: RouterConfig = field(default_factory=RouterConfig)
+    """The router's settings."""
+    lm: LMPolicyConfig = field(default_factory=LMPolicyConfig)
+    """The LM agent's settings."""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"policy.kind must be 'router' or 'lm', got {self.kind!r}")

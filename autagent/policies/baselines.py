@@ -3,6 +3,7 @@
 
 Each works over the run's tool library (``tools.enabled``), in its order.
 """
+
 from __future__ import annotations
 
 import itertools

@@ -3,15 +3,45 @@
 ``embedded`` (offline, shipped weights), ``qwen2-audio`` (transformers, in process) and ``openai``
 (any OpenAI-compatible audio chat endpoint).  :func:`build_reasoner` wraps each in the answer cache.
 """
+
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from .base import CachedReasoner, Reasoner, answer_key
+from .embedded import EmbeddedReasonerConfig
+from .openai_compat import OpenAIConfig
+from .qwen2_audio import Qwen2AudioConfig
 
 KINDS = ("embedded", "qwen2-audio", "openai")
 
 
+@dataclass
+class ReasonerConfig:
+    kind: str = "embedded"
+    """embedded | qwen2-audio | openai."""
+    embedded: EmbeddedReasonerConfig = field(default_factory=EmbeddedReasonerConfig)
+    """Settings of the embedded simulator."""
+    qwen2_audio: Qwen2AudioConfig = field(default_factory=Qwen2AudioConfig)
+    """Settings of Qwen2-Audio in process."""
+    openai: OpenAIConfig = field(default_factory=OpenAIConfig)
+    """Settings of an OpenAI-compatible endpoint."""
+    max_failure_rate: float = 0.05
+    """Training stops, naming the reasoner and its last failure, once more than this share of its calls
+    failed (a server that is down would otherwise turn rewards into noise). Evaluation counts failed
+    calls as wrong answers and reports them instead."""
+    min_calls: int = 20
+    """Calls made before the failure rate is judged."""
+
+    def __post_init__(self):
+        if self.kind not in KINDS:
+            raise ValueError(f"reasoner.kind must be one of {list(KINDS)}, got {self.kind!r}")
+        if not 0 <= self.max_failure_rate <= 1 or self.min_calls < 1:
+            raise ValueError("reasoner.max_failure_rate must be in [0, 1] and reasoner.min_calls >= 1")
+
+
 def build_reasoner(config, cache_dir=None, audio_max_seconds: float = 30.0) -> CachedReasoner:
-    """A cached reasoner from a :class:`autagent.config.ReasonerConfig`."""
+    """A cached reasoner from a :class:`ReasonerConfig`."""
     if config.kind == "embedded":
         from .embedded import EmbeddedReasoner
 
@@ -26,7 +56,16 @@ def build_reasoner(config, cache_dir=None, audio_max_seconds: float = 30.0) -> C
         inner = OpenAIReasoner(config.openai)
     else:
         raise ValueError(f"reasoner.kind must be one of {KINDS}, got {config.kind!r}")
-    return CachedReasoner(inner, cache_dir)
+    return CachedReasoner(inner, cache_dir, config.max_failure_rate, config.min_calls)
 
 
-__all__ = ["KINDS", "CachedReasoner", "Reasoner", "answer_key", "build_reasoner"]
+__all__ = [
+    "KINDS",
+    "CachedReasoner",
+    "OpenAIConfig",
+    "Qwen2AudioConfig",
+    "Reasoner",
+    "ReasonerConfig",
+    "answer_key",
+    "build_reasoner",
+]

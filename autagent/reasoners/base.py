@@ -6,6 +6,7 @@ scorer reads; None when it produced nothing usable) or an ``error`` when the cal
 (an unreadable clip, a server that never answered).  :class:`CachedReasoner` makes every answer
 happen once, across evaluation methods, training steps and runs; failures are never cached.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -53,9 +54,13 @@ def audio_identity(path: str) -> str:
 def answer_key(sample: Sample, records: list[dict] | None, audio: str | None = None) -> str:
     """Identity of one reasoner call: the clip's *content*, the question, the choices, the records shown."""
     audio = audio or audio_identity(sample.audio)
-    shown = sorted(((r["tool"], json.dumps(r.get("output"), sort_keys=True)) for r in records or [] if "error" not in r))
+    shown = sorted((r["tool"], json.dumps(r.get("output"), sort_keys=True)) for r in records or [] if "error" not in r)
     blob = json.dumps([audio, sample.question, list(sample.choices), records is None, shown])
     return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class ReasonerFailing(RuntimeError):
+    """Too many of the reasoner's calls failed: rewards computed from them would be noise."""
 
 
 class CachedReasoner:
@@ -63,14 +68,24 @@ class CachedReasoner:
 
     A killed process loses at most the line being written: a torn last line is ignored on load.
     Failed calls are returned with their error, counted in ``failures`` and never stored.
+    :meth:`check_health` (called by training after each batch of calls) stops a run whose failure rate
+    passes ``max_failure_rate`` once at least ``min_calls`` calls were made.
     """
 
-    def __init__(self, reasoner: Reasoner, cache_dir: str | Path | None):
+    def __init__(
+        self,
+        reasoner: Reasoner,
+        cache_dir: str | Path | None,
+        max_failure_rate: float | None = None,
+        min_calls: int = 20,
+    ):
         self.inner = reasoner
         self.name = reasoner.name
         self.calls = 0
         self.hits = 0
         self.failures = 0
+        self.last_failure: str | None = None
+        self.max_failure_rate, self.min_calls = max_failure_rate, min_calls
         self._answers: dict[str, str | None] = {}
         self._lock = threading.Lock()
         self._file = None
@@ -89,6 +104,24 @@ class CachedReasoner:
 
     def fingerprint(self) -> str:
         return self.inner.fingerprint()
+
+    @property
+    def where(self) -> str:
+        """What answers: a server address, a model on a device, or the in-process simulator."""
+        return getattr(self.inner, "where", self.name)
+
+    def check_health(self) -> None:
+        """Raise :class:`ReasonerFailing` naming the reasoner and its last failure when more than
+        ``max_failure_rate`` of the calls so far failed (and at least ``min_calls`` were made)."""
+        if self.max_failure_rate is None or self.calls < max(self.min_calls, 1):
+            return
+        rate = self.failures / self.calls
+        if rate > self.max_failure_rate:
+            raise ReasonerFailing(
+                f"reasoner {self.where}: {self.failures} of {self.calls} calls failed ({100 * rate:.1f} %, more than "
+                f"reasoner.max_failure_rate {100 * self.max_failure_rate:g} %); last failure: {self.last_failure}. "
+                "Training on failed answers would train on noise: fix the reasoner and resume (--resume)"
+            )
 
     def _key(self, sample: Sample, records: list[dict] | None) -> str:
         try:
@@ -124,6 +157,7 @@ class CachedReasoner:
             self.calls += 1
             if reply.error is not None:
                 self.failures += 1
+                self.last_failure = reply.error
                 return
             self._answers[key] = reply.text
             if self._file is not None:
@@ -137,3 +171,21 @@ class CachedReasoner:
             finally:
                 self._file.close()
                 self._file = None
+
+
+def ask_with_records(
+    reasoner: CachedReasoner, samples: list[Sample], records: dict[str, dict], subsets: list[tuple[str, ...] | None]
+) -> list[Reply]:
+    """Replies for each sample shown its subset's records (an empty or None subset: the no-tool
+    prompt), in one batch; an unscorable row is answered here, as an error, without calling anything."""
+    requests, where = [], []
+    replies: list[Reply | None] = [None] * len(samples)
+    for i, (sample, subset) in enumerate(zip(samples, subsets)):
+        if sample.meta.get("unscorable"):
+            replies[i] = Reply(None, f"unscorable row: {sample.meta['unscorable']}")
+            continue
+        requests.append((sample, [records[sample.id][t] for t in subset] if subset else None))
+        where.append(i)
+    for i, reply in zip(where, reasoner.ask(requests) if requests else []):
+        replies[i] = reply
+    return replies

@@ -15,6 +15,7 @@ lets any fact that resembles an option vote, and listens less the more tool text
 (distractible); ``embedded-robust`` (``experiments/``) focuses on the most relevant records, lets a
 fact count only as much as it tells the options apart, and keeps listening.
 """
+
 from __future__ import annotations
 
 import functools
@@ -24,8 +25,17 @@ import numpy as np
 
 from ..data.sample import Sample
 from .base import Reply, fingerprint_of
-from .reading import (Fact, banded, counted_words, flatten, melodic_shape, numbers_with_units, numeric_agreement,
-                      read_symbols, tokens)
+from .reading import (
+    Fact,
+    banded,
+    counted_words,
+    flatten,
+    melodic_shape,
+    numbers_with_units,
+    numeric_agreement,
+    read_symbols,
+    tokens,
+)
 
 
 @dataclass
@@ -46,9 +56,10 @@ class EmbeddedReasonerConfig:
     """Softmax temperature of attention over the listener's own facts."""
     hearing_dilution: float | None = 2.0
     """Record facts in context at which the weight of what was heard halves (None: it never does). An
-    audio LM given pages of tool text leans on the text and less on its own listening. 2 is the mildest
-    of 20, 5 and 2 under which All-Tools falls below No-Tool on a domain (Sound), as the paper reports for
-    Qwen2-Audio: a calibration of the simulator, not a finding. ``embedded-robust`` has none."""
+    audio LM given pages of tool text leans on the text and less on its own listening. The value is a
+    calibration of the simulator, not a finding (docs/results.md, "The reasoners": the mildest setting
+    tried under which All-Tools falls below No-Tool on a domain, as the paper reports for Qwen2-Audio).
+    ``embedded-robust`` has none."""
     relevance_floor: float | None = None
     """Tool facts less similar to the question than this are ignored (None: none are)."""
     vote_temperature: float = 0.05
@@ -61,7 +72,8 @@ class EmbeddedReasonerConfig:
     """How many record facts the reader takes in, in the order the records are shown (None: all). Beyond
     it, later records are not read: with many tools, the relevant one can drown."""
     weigh_by_decisiveness: bool = False
-    """A fact votes only as strongly as it tells the options apart (robust); otherwise every attended fact votes in full."""
+    """A fact votes only as strongly as it tells the options apart (robust); otherwise every attended fact votes
+    in full."""
     time_grounding: float = 0.5
     """Added to (subtracted from) a fact's relevance when its span holds (misses) a time the question names."""
     semantic_weight: float = 0.5
@@ -69,8 +81,8 @@ class EmbeddedReasonerConfig:
     semantic_floor: float = 0.0
     """A similarity below this is no evidence (only the part above it counts, rescaled to [0, 1]). The
     distractible reader has none: any resemblance between a record and an option counts, which is how
-    irrelevant records mislead it (All-Tools 54.0 on the test split, against 62.7 with a floor of 0.2);
-    ``embedded-robust`` ignores similarities below 0.35."""
+    irrelevant records mislead it (docs/results.md, "The reasoners"); ``embedded-robust`` ignores
+    similarities below 0.35."""
     numeric_tolerance: float = 0.03
     """Relative error at which two numbers from records agree by 1/e."""
     hearing_bandwidth_hz: float = 4000.0
@@ -100,8 +112,12 @@ class EmbeddedReasoner:
         self.config = config or EmbeddedReasonerConfig()
         self.name = self.config.name
         self.text = text_encoder(self.config.text_model)
-        self.listener = Listener(self.config.hearing_bandwidth_hz, self.config.hearing_noise, audio_max_seconds,
-                                 self.config.hearing_tolerance)
+        self.listener = Listener(
+            self.config.hearing_bandwidth_hz,
+            self.config.hearing_noise,
+            audio_max_seconds,
+            self.config.hearing_tolerance,
+        )
         self._facts: dict[str, tuple[list[Fact], np.ndarray]] = {}
 
     def fingerprint(self) -> str:
@@ -126,8 +142,10 @@ class EmbeddedReasoner:
         """How well ``option`` agrees with each fact, in [0, 1]-ish: exact words/numbers blended with similarity."""
         option_numbers = numbers_with_units(option)
         # Words carry word overlap; numbers are judged by value and unit below.
-        option_tokens = set(tokens(option)) - ({str(int(v)) for v, u in option_numbers if u and v == int(v)}
-                                                | {"times", "bpm", "hz", "s", "seconds", "beats", "per", "minute"})
+        option_tokens = set(tokens(option)) - (
+            {str(int(v)) for v, u in option_numbers if u and v == int(v)}
+            | {"times", "bpm", "hz", "s", "seconds", "beats", "per", "minute"}
+        )
         exact = np.zeros(len(facts))
         for i, fact in enumerate(facts):
             if option_tokens:
@@ -144,7 +162,9 @@ class EmbeddedReasoner:
         w = self.config.semantic_weight
         return (1 - w) * exact + w * semantic
 
-    def relevance(self, question: str, question_vec: np.ndarray, facts: list[Fact], fact_vecs: np.ndarray) -> np.ndarray:
+    def relevance(
+        self, question: str, question_vec: np.ndarray, facts: list[Fact], fact_vecs: np.ndarray
+    ) -> np.ndarray:
         relevance = fact_vecs @ question_vec
         times = [value for value, unit in numbers_with_units(question) if unit == "s"]
         if times:
@@ -163,8 +183,14 @@ class EmbeddedReasoner:
         """``[options, facts]`` agreement of every option with every fact."""
         return np.stack([self.match(o, v, facts, fact_vecs) for o, v in zip(options, option_vecs)])
 
-    def support(self, matches: np.ndarray, relevance: np.ndarray, temperature: float, owners: np.ndarray | None = None,
-                record_temperature: float = 1.0) -> np.ndarray:
+    def support(
+        self,
+        matches: np.ndarray,
+        relevance: np.ndarray,
+        temperature: float,
+        owners: np.ndarray | None = None,
+        record_temperature: float = 1.0,
+    ) -> np.ndarray:
         """The options' support: attention over facts, then each fact votes for the options it matches
         (softmax across options), as strongly as it tells them apart when ``weigh_by_decisiveness``.
 
@@ -202,8 +228,9 @@ class EmbeddedReasoner:
         heard = [f for f in self.listener.listen(sample.audio) if not read_units & {u for _, u in f.numbers}]
         heard_vecs = self.text.encode([f.text for f in heard])
         relevance = self.relevance(sample.question, question_vec, heard, heard_vecs)
-        total = self.config.hearing_weight * self.support(self.matches(options, option_vecs, heard, heard_vecs), relevance,
-                                                          self.config.hearing_temperature)
+        total = self.config.hearing_weight * self.support(
+            self.matches(options, option_vecs, heard, heard_vecs), relevance, self.config.hearing_temperature
+        )
         if not facts:
             return total
         if self.config.hearing_dilution is not None:
@@ -223,8 +250,9 @@ class EmbeddedReasoner:
             facts = [f for f, k in zip(facts, keep) if k]
             fact_vecs, relevance, owners = fact_vecs[keep], relevance[keep], owners[keep]
         matches = self.matches(options, option_vecs, facts, fact_vecs)
-        return total + self.config.evidence_weight * self.support(matches, relevance, self.config.attention_temperature,
-                                                                  owners, self.config.record_temperature)
+        return total + self.config.evidence_weight * self.support(
+            matches, relevance, self.config.attention_temperature, owners, self.config.record_temperature
+        )
 
     def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[Reply]:
         from tools.audio import AudioError

@@ -13,6 +13,7 @@ and then rounded to their band, so hearing tells 70 from 150 BPM but not 100 fro
 sometimes gets a band wrong near its edge.  The bands are general listening knowledge (tempo
 terms, speaking rates, pitch registers), not anything the benchmark generator uses.
 """
+
 from __future__ import annotations
 
 import hashlib
@@ -20,13 +21,15 @@ import hashlib
 import numpy as np
 
 from .reading import REGISTER_BANDS, TEMPO_BANDS, Fact, band
+
 DURATION_STEPS = (1, 2, 3, 5, 7, 10, 15, 20, 30)
 GENERIC_CLASSES = {"Speech", "Music", "Silence", "Inside, small room", "Inside, large room or hall"}
 
 
 class Listener:
-    def __init__(self, bandwidth_hz: float = 4000.0, noise: float = 0.08, max_seconds: float = 30.0,
-                 tolerance: float = 0.3):
+    def __init__(
+        self, bandwidth_hz: float = 4000.0, noise: float = 0.08, max_seconds: float = 30.0, tolerance: float = 0.3
+    ):
         self.bandwidth_hz, self.noise, self.max_seconds, self.tolerance = bandwidth_hz, noise, max_seconds, tolerance
         self._memo: dict[str, list[Fact]] = {}
 
@@ -46,8 +49,12 @@ class Listener:
         from tools.yamnet import YamNet, class_names
 
         low = int(2 * self.bandwidth_hz)
-        heard = librosa.resample(librosa.resample(samples, orig_sr=16000, target_sr=low, res_type="soxr_hq"),
-                                 orig_sr=low, target_sr=16000, res_type="soxr_hq")
+        heard = librosa.resample(
+            librosa.resample(samples, orig_sr=16000, target_sr=low, res_type="soxr_hq"),
+            orig_sr=low,
+            target_sr=16000,
+            res_type="soxr_hq",
+        )
         rng = np.random.default_rng(int(hashlib.sha256(key.encode()).hexdigest()[:8], 16))
         jitter = lambda: float(np.exp(rng.normal(0.0, self.noise)))  # noqa: E731
         scores = YamNet.load().scores(heard)
@@ -72,11 +79,15 @@ class Listener:
             onset = librosa.onset.onset_strength(y=heard, sr=16000)
             bpm = float(np.atleast_1d(librosa.feature.tempo(onset_envelope=onset, sr=16000))[0]) * jitter()
             words, centre = band(bpm, TEMPO_BANDS)
-            facts.append(Fact(f"the beat feels {words}, roughly {centre:.0f} bpm", ((centre, "bpm"),), tolerance=self.tolerance))
+            facts.append(
+                Fact(f"the beat feels {words}, roughly {centre:.0f} bpm", ((centre, "bpm"),), tolerance=self.tolerance)
+            )
         f0 = self._pitch(heard)
         if f0 is not None and kind != "speech":
             words, centre = band(f0 * jitter(), REGISTER_BANDS)
-            facts.append(Fact(f"the pitch sounds {words}, roughly {centre:.0f} Hz", ((centre, "hz"),), tolerance=self.tolerance))
+            facts.append(
+                Fact(f"the pitch sounds {words}, roughly {centre:.0f} Hz", ((centre, "hz"),), tolerance=self.tolerance)
+            )
         if kind == "speech":
             facts.append(self._voice(heard, f0, jitter))
         return facts

@@ -1,27 +1,62 @@
 """Any OpenAI-compatible chat endpoint that takes audio (vLLM serving Qwen2-Audio, GPT-4o audio).
 
-Requests run concurrently under a semaphore (``max_concurrency``), each with a timeout, and are
-retried a bounded number of times with exponential back-off (honouring ``Retry-After``, capped)
-on 408/409/429/5xx, timeouts, dropped connections and malformed JSON.  A request that still fails
-is a :class:`~autagent.reasoners.base.Reply` with an ``error``: counted, and never cached as an
-answer.  The API key is read from the environment variable ``api_key_env`` and appears in no log,
-error message, fingerprint or file.
+The client is the ``openai`` SDK's :class:`~openai.AsyncOpenAI`: its bounded retries with
+exponential back-off on 408/409/429/5xx, timeouts and dropped connections, honouring
+``Retry-After``, and its per-request timeout.  On top of it, a 200 whose body is not a chat
+completion (junk, HTML, a truncated body) is retried the same number of times, which the SDK does
+not do.  Requests run concurrently under a semaphore (``max_concurrency``), and a request's payload
+(the clip as base64 WAV) is built only once it holds the semaphore, so at most that many exist at
+once.  A request that still fails is a :class:`~autagent.reasoners.base.Reply` with an ``error``:
+counted, and never cached as an answer.  The API key is read from the environment variable
+``api_key_env`` and appears in no log, error message, fingerprint or file.
 """
+
 from __future__ import annotations
 
 import asyncio
 import base64
 import io
+import json
 import logging
 import os
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 
 from ..data.sample import Sample
 from .base import Reply, fingerprint_of
 from .prompts import render
 
 log = logging.getLogger(__name__)
-RETRY_STATUS = {408, 409, 429, 500, 502, 503, 504}
+
+
+@dataclass
+class OpenAIConfig:
+    base_url: str = "http://localhost:8000/v1"
+    """vLLM's OpenAI server, or https://api.openai.com/v1 for GPT-4o."""
+    model: str = "Qwen/Qwen2-Audio-7B-Instruct"
+    """Model name the server expects."""
+    api_key_env: str = "OPENAI_API_KEY"
+    """The key is read from this variable, never from config, and never written anywhere."""
+    audio_format: str = "input_audio"
+    """input_audio (OpenAI) or audio_url (vLLM data URL)."""
+    max_concurrency: int = 8
+    """Requests in flight at once."""
+    timeout_s: float = 60.0
+    """Per request."""
+    max_retries: int = 3
+    """Retries per request (429, 5xx, timeouts, resets: the SDK's own back-off and Retry-After; a malformed
+    body: ours); then the request is an error."""
+    temperature: float = 0.0
+    """Sampling temperature."""
+    max_tokens: int = 32
+    """Reply length."""
+
+    def __post_init__(self):
+        if self.audio_format not in ("input_audio", "audio_url"):
+            raise ValueError(
+                f"reasoner.openai.audio_format must be input_audio or audio_url, got {self.audio_format!r}"
+            )
+        if self.max_retries < 0 or self.timeout_s <= 0 or self.max_concurrency < 1:
+            raise ValueError("reasoner.openai: max_retries >= 0, timeout_s > 0 and max_concurrency >= 1")
 
 
 def wav_base64(path: str, sample_rate: int = 16000) -> str:
@@ -47,79 +82,97 @@ def reply_text(body) -> str | None:
     return content.strip() if content and content.strip() else None
 
 
+def client(base_url: str, api_key_env: str, max_retries: int, timeout_s: float):
+    """An ``AsyncOpenAI`` client for ``base_url`` with the key from ``$api_key_env`` (a local server
+    without one gets a placeholder: the SDK insists on a key, vLLM ignores it)."""
+    from openai import AsyncOpenAI
+
+    return AsyncOpenAI(
+        base_url=base_url, api_key=os.environ.get(api_key_env) or "no-key", max_retries=max_retries, timeout=timeout_s
+    )
+
+
+def failure_name(err: Exception) -> str:
+    """A short reason for a request the SDK gave up on: ``HTTP 503``, ``Timeout``, ``ConnectionError``..."""
+    import openai
+
+    if isinstance(err, openai.APIStatusError):
+        return f"HTTP {err.status_code}"
+    if isinstance(err, openai.APITimeoutError):
+        return "Timeout"
+    if isinstance(err, openai.APIConnectionError):
+        return f"ConnectionError ({type(err.__cause__).__name__})" if err.__cause__ else "ConnectionError"
+    return type(err).__name__
+
+
 class OpenAIReasoner:
     name = "openai"
 
     def __init__(self, config):
         self.config = config
         self.failures = 0
-        self.retries = 0
+
+    @property
+    def where(self) -> str:
+        return f"{self.config.base_url} (model {self.config.model})"
 
     def fingerprint(self) -> str:
-        public = {k: v for k, v in asdict(self.config).items() if k in ("base_url", "model", "temperature", "max_tokens", "audio_format")}
+        public = {
+            k: v
+            for k, v in asdict(self.config).items()
+            if k in ("base_url", "model", "temperature", "max_tokens", "audio_format")
+        }
         return fingerprint_of(self.name, public)
 
-    def _headers(self) -> dict:
-        key = os.environ.get(self.config.api_key_env, "")
-        return {"Authorization": f"Bearer {key}"} if key else {}
+    def audio_part(self, path: str) -> dict:
+        """The clip as a message content part: OpenAI's ``input_audio`` or vLLM's ``audio_url`` data URL."""
+        audio = wav_base64(path)
+        if self.config.audio_format == "audio_url":
+            return {"type": "audio_url", "audio_url": {"url": f"data:audio/wav;base64,{audio}"}}
+        return {"type": "input_audio", "input_audio": {"data": audio, "format": "wav"}}
 
     def payload(self, sample: Sample, records: list[dict] | None) -> dict:
-        audio = wav_base64(sample.audio)
-        if self.config.audio_format == "audio_url":
-            audio_part = {"type": "audio_url", "audio_url": {"url": f"data:audio/wav;base64,{audio}"}}
-        else:
-            audio_part = {"type": "input_audio", "input_audio": {"data": audio, "format": "wav"}}
         text = {"type": "text", "text": render(sample.question, sample.choices, records)}
-        return {"model": self.config.model, "temperature": self.config.temperature, "max_tokens": self.config.max_tokens,
-                "messages": [{"role": "user", "content": [audio_part, text]}]}
+        return {
+            "model": self.config.model,
+            "temperature": self.config.temperature,
+            "max_tokens": self.config.max_tokens,
+            "messages": [{"role": "user", "content": [self.audio_part(sample.audio), text]}],
+        }
 
-    def _backoff(self, attempt: int, retry_after: str | None) -> float:
-        try:
-            wait = float(retry_after) if retry_after else 0.0
-        except ValueError:
-            wait = 0.0
-        return min(max(wait, self.config.backoff_s * 2 ** attempt), self.config.max_backoff_s)
-
-    async def _one(self, client, semaphore, sample: Sample, records) -> Reply:
-        import httpx
+    async def _one(self, api, semaphore, sample: Sample, records) -> Reply:
+        import openai
 
         from tools.audio import AudioError
 
-        try:
-            body = self.payload(sample, records)
-        except AudioError as err:
-            return Reply(None, f"audio: {err}")
-        url = self.config.base_url.rstrip("/") + "/chat/completions"
         problem = "no attempt"
         async with semaphore:
+            try:
+                body = self.payload(sample, records)  # built now: at most max_concurrency payloads exist at once
+            except AudioError as err:
+                return Reply(None, f"audio: {err}")
             for attempt in range(self.config.max_retries + 1):
-                retry_after = None
                 try:
-                    response = await client.post(url, json=body, headers=self._headers(), timeout=self.config.timeout_s)
-                    if response.status_code == 200:
-                        return Reply(reply_text(response.json()))
-                    problem = f"HTTP {response.status_code}"
-                    if response.status_code not in RETRY_STATUS:
-                        break
-                    retry_after = response.headers.get("retry-after")
-                except (httpx.TimeoutException, httpx.TransportError) as err:
-                    problem = type(err).__name__
+                    raw = await api.chat.completions.with_raw_response.create(**body)
+                    return Reply(reply_text(json.loads(raw.http_response.text)))
+                except openai.APIError as err:  # the SDK already retried what can be retried
+                    problem = failure_name(err)
+                    break
                 except ValueError as err:  # a 200 whose body is not a chat completion (junk, HTML, truncated)
                     problem = f"malformed response: {err}"
                 if attempt < self.config.max_retries:
-                    self.retries += 1
-                    log.warning("openai reasoner: %s for sample %s (attempt %d), retrying", problem, sample.id, attempt + 1)
-                    await asyncio.sleep(self._backoff(attempt, retry_after))
+                    log.warning(
+                        "openai reasoner: %s for sample %s (attempt %d), retrying", problem, sample.id, attempt + 1
+                    )
         self.failures += 1
         log.warning("openai reasoner: giving up on sample %s: %s", sample.id, problem)
         return Reply(None, problem)
 
     async def _many(self, requests):
-        import httpx
-
-        semaphore = asyncio.Semaphore(self.config.max_concurrency)
-        async with httpx.AsyncClient() as client:
-            return await asyncio.gather(*(self._one(client, semaphore, s, r) for s, r in requests))
+        config = self.config
+        semaphore = asyncio.Semaphore(config.max_concurrency)
+        async with client(config.base_url, config.api_key_env, config.max_retries, config.timeout_s) as api:
+            return await asyncio.gather(*(self._one(api, semaphore, s, r) for s, r in requests))
 
     def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[Reply]:
         return list(asyncio.run(self._many(requests)))

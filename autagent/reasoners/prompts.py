@@ -1,5 +1,6 @@
 """The reasoner prompts (after the paper's appendix): a baseline prompt without tools and a
 tool-augmented prompt that adds the selected tools' JSON records."""
+
 from __future__ import annotations
 
 import json
@@ -11,11 +12,17 @@ BASELINE = (
     "Answer with the exact text of one choice and nothing else."
 )
 
-WITH_TOOLS = (
-    "Listen to the audio and answer the multiple-choice question.\n"
+RECORDS_HEADER = (
     "The following outputs of acoustic analysis tools were computed on the same audio. They may be "
     "useful, irrelevant or wrong; use them only where they help.\n"
-    "Tool outputs (JSON):\n{records}\n"
+    "Tool outputs (JSON):\n"
+)
+"""What precedes the records wherever they are shown: in the prompt below, and in a user's own
+chat message augmented by a plugin (:mod:`autagent.reasoners.chat`)."""
+
+WITH_TOOLS = (
+    "Listen to the audio and answer the multiple-choice question.\n"
+    "{records_block}"
     "Question: {question}\n"
     "Choices:\n{choices}\n"
     "Answer with the exact text of one choice and nothing else."
@@ -36,27 +43,20 @@ def shown(record: dict) -> dict:
     except KeyError:
         present = None
     output = record.get("output")
+    if record.get("presented"):  # read back from a prompt: already in the shape a reasoner sees
+        return {"tool": record["tool"], "output": output}
     return {"tool": record["tool"], "output": present(output) if present and output is not None else output}
+
+
+def records_block(records: list[dict]) -> str:
+    """The records as every reasoner is shown them: the header, then one line of JSON in the paper's
+    shapes (error records left out)."""
+    shown_records = [shown(r) for r in records if "error" not in r]
+    return RECORDS_HEADER + json.dumps(shown_records, ensure_ascii=False) + "\n"
 
 
 def render(question: str, choices, records: list[dict] | None) -> str:
     """The prompt text for one question; ``records`` None or empty gives the baseline prompt."""
     if not records:
         return BASELINE.format(question=question, choices=format_choices(choices))
-    shown_records = [shown(r) for r in records if "error" not in r]
-    return WITH_TOOLS.format(records=json.dumps(shown_records, ensure_ascii=False), question=question,
-                             choices=format_choices(choices))
-
-
-def match_choice(text: str | None, choices) -> str | None:
-    """Map a free-text reply to a choice: an exact choice, its label ("(B)", "B."), or the one choice it contains."""
-    from ..scoring import resolve_reply
-
-    if text is None:
-        return None
-    reply = resolve_reply(text, choices).strip().strip(".").strip()
-    for choice in choices:
-        if reply.lower() == choice.lower():
-            return choice
-    contained = [c for c in choices if c.lower() in reply.lower()]
-    return contained[0] if len(contained) == 1 else None
+    return WITH_TOOLS.format(records_block=records_block(records), question=question, choices=format_choices(choices))

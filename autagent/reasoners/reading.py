@@ -3,6 +3,7 @@ tool records flattened into facts.  General reading skills only (what a text mod
 pre-training: units, number words, music notation, counting a word, seeing a line of numbers rise
 or fall); nothing here knows the embedded benchmark's vocabularies or its question kinds.
 """
+
 from __future__ import annotations
 
 import math
@@ -11,19 +12,68 @@ from dataclasses import dataclass
 
 import numpy as np
 
-STOPWORDS = frozenset("a an the of is are was be to in on at and or this that which what these those does do it its "
-                      "from for with by as can be heard played playing".split())
-NUMBER_WORDS = {"zero": 0, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
-                "nine": 9, "ten": 10, "once": 1, "twice": 2, "single": 1}
+STOPWORDS = frozenset(
+    "a an the of is are was be to in on at and or this that which what these those does do it its "
+    "from for with by as can be heard played playing".split()
+)
+NUMBER_WORDS = {
+    "zero": 0,
+    "one": 1,
+    "two": 2,
+    "three": 3,
+    "four": 4,
+    "five": 5,
+    "six": 6,
+    "seven": 7,
+    "eight": 8,
+    "nine": 9,
+    "ten": 10,
+    "once": 1,
+    "twice": 2,
+    "single": 1,
+}
 ORDINALS = {"first": 1, "third": 3, "fourth": 4, "fifth": 5}  # "second" only before a person word (see tokens)
-UNIT_WORDS = {"bpm": "bpm", "beats per minute": "bpm", "hz": "hz", "hertz": "hz", "khz": "khz", "seconds": "s",
-              "second": "s", "sec": "s", "s": "s", "times": "times", "time": "times", "speakers": "speakers",
-              "speaker": "speakers", "people": "speakers", "persons": "speakers", "person": "speakers",
-              "voices": "speakers", "voice": "speakers", "talkers": "speakers"}
-KEY_UNITS = {"bpm": "bpm", "tempo": "bpm", "hz": "hz", "start": "s", "end": "s", "time": "s", "timestamp": "s",
-             "beats": "s", "num_speakers": "speakers"}
-CHORD_QUALITIES = {"maj": "major", "min": "minor", "dim": "diminished", "aug": "augmented", "7": "seventh",
-                   "m": "minor", "": "major"}
+UNIT_WORDS = {
+    "bpm": "bpm",
+    "beats per minute": "bpm",
+    "hz": "hz",
+    "hertz": "hz",
+    "khz": "khz",
+    "seconds": "s",
+    "second": "s",
+    "sec": "s",
+    "s": "s",
+    "times": "times",
+    "time": "times",
+    "speakers": "speakers",
+    "speaker": "speakers",
+    "people": "speakers",
+    "persons": "speakers",
+    "person": "speakers",
+    "voices": "speakers",
+    "voice": "speakers",
+    "talkers": "speakers",
+}
+KEY_UNITS = {
+    "bpm": "bpm",
+    "tempo": "bpm",
+    "hz": "hz",
+    "start": "s",
+    "end": "s",
+    "time": "s",
+    "timestamp": "s",
+    "beats": "s",
+    "num_speakers": "speakers",
+}
+CHORD_QUALITIES = {
+    "maj": "major",
+    "min": "minor",
+    "dim": "diminished",
+    "aug": "augmented",
+    "7": "seventh",
+    "m": "minor",
+    "": "major",
+}
 FLAT_TO_SHARP = {"Db": "C#", "Eb": "D#", "Gb": "F#", "Ab": "G#", "Bb": "A#", "Cb": "B", "Fb": "E"}
 NOTE_INDEX = {n: i for i, n in enumerate(("C", "C#", "D", "D#", "E", "F", "F#", "G", "G#", "A", "A#", "B"))}
 
@@ -85,8 +135,10 @@ def tokens(text: str) -> list[str]:
     return out
 
 
-NUMBER_UNIT = re.compile(r"(-?\d+(?:\.\d+)?)\s*(beats per minute|bpm|khz|hz|hertz|seconds?|sec|s|times|time|speakers?|"
-                         r"people|persons?|voices?|talkers)?\b")
+NUMBER_UNIT = re.compile(
+    r"(-?\d+(?:\.\d+)?)\s*(beats per minute|bpm|khz|hz|hertz|seconds?|sec|s|times|time|speakers?|"
+    r"people|persons?|voices?|talkers)?\b"
+)
 NOTE = re.compile(r"\b([A-G][#b]?)(\d)\b")
 
 
@@ -197,10 +249,17 @@ def trend(values: list[float]) -> str | None:
     signs = [1 if s > 0 else -1 for s in steps]
     changes = [i for i in range(1, len(signs)) if signs[i] != signs[i - 1]]
     if not changes:
-        return "rises: higher at the end than at the start" if signs[0] > 0 else "falls: lower at the end than at the start"
+        return (
+            "rises: higher at the end than at the start"
+            if signs[0] > 0
+            else "falls: lower at the end than at the start"
+        )
     if len(changes) == 1:
-        return ("goes up then comes back down: highest in the middle" if signs[0] > 0
-                else "goes down then comes back up: lowest in the middle")
+        return (
+            "goes up then comes back down: highest in the middle"
+            if signs[0] > 0
+            else "goes down then comes back up: lowest in the middle"
+        )
     return None
 
 
@@ -231,12 +290,16 @@ def banded(tool: str, facts: list[Fact]) -> list[Fact]:
 def melodic_shape(tool: str, output) -> list[Fact]:
     """A reader looking at a list of timed frequencies sees whether it climbs or drops."""
     derived = []
-    for key, items in (output.items() if isinstance(output, dict) else []):
+    for key, items in output.items() if isinstance(output, dict) else []:
         if not isinstance(items, list) or len(items) < 3 or not all(isinstance(i, dict) for i in items):
             continue
         values = []
         for item in items:
-            hz = [n[0] for n in numbers_with_units(" ".join(str(v) for v in item.values() if isinstance(v, str))) if n[1] == "hz"]
+            hz = [
+                n[0]
+                for n in numbers_with_units(" ".join(str(v) for v in item.values() if isinstance(v, str)))
+                if n[1] == "hz"
+            ]
             values += hz[:1]
         shape = trend([12 * math.log2(v) for v in values if v > 0])
         if shape:

@@ -1,4 +1,5 @@
 """The LM policy's settings (``policy.lm``); the GRPO hyper-parameters come from ``grpo:``."""
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -14,6 +15,14 @@ class LMPolicyConfig:
     """The paper's 1e-6."""
     per_device_train_batch_size: int = 8
     """Completions per device per micro-batch."""
+    generation_batch_size: int = 8
+    """Rows the rollout gives ``generate`` at once: TRL hands it the whole local generation batch
+    (per-device batch x accumulation steps), whose KV cache would otherwise be held in one piece."""
+    eval_batch_size: int = 8
+    """Queries the exported plugin selects for at once (evaluation, ``autagent eval --plugin``)."""
+    device: str | None = None
+    """Where the exported plugin runs when loaded outside training: a torch device, or None for the
+    best available (CUDA when present, else the CPU)."""
     gradient_accumulation_steps: int = 1
     """Micro-batches per update."""
     max_completion_length: int = 64
@@ -41,8 +50,21 @@ class LMPolicyConfig:
 
     def __post_init__(self):
         if self.learning_rate <= 0 or self.max_completion_length < 1 or self.per_device_train_batch_size < 1:
-            raise ValueError("policy.lm: learning_rate > 0, max_completion_length >= 1, per_device_train_batch_size >= 1")
+            raise ValueError(
+                "policy.lm: learning_rate > 0, max_completion_length >= 1, per_device_train_batch_size >= 1"
+            )
+        if self.generation_batch_size < 1 or self.eval_batch_size < 1:
+            raise ValueError("policy.lm: generation_batch_size and eval_batch_size must be >= 1")
+        if self.extra_args.get("use_vllm"):
+            raise ValueError(
+                "policy.lm.extra_args.use_vllm: the LM policy hears the clip, and its rollout generates with "
+                "transformers from the audio features; TRL's vLLM path would load and sync a vLLM engine that "
+                "receives no audio and returns log-probabilities for text alone. Serve the reasoner with vLLM "
+                "instead (reasoner.kind: openai, docs/cluster.md)"
+            )
         reserved = {"loss_type", "scale_rewards", "num_generations", "beta", "epsilon", "temperature", "max_steps"}
         clash = sorted(reserved & set(self.extra_args))
         if clash:
-            raise ValueError(f"policy.lm.extra_args: set {clash} through grpo: instead (they are shared with the router)")
+            raise ValueError(
+                f"policy.lm.extra_args: set {clash} through grpo: instead (they are shared with the router)"
+            )

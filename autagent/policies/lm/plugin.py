@@ -1,58 +1,133 @@
 """The LM policy as a plugin: an HF model folder (safetensors) plus the shared manifest."""
+
 from __future__ import annotations
 
 import dataclasses
 from pathlib import Path
 
+from ...manifest import export_plugin
 from .config import LMPolicyConfig
 from .prompt import AGENT_PROMPT, agent_prompt, parse_selection, tool_list
 
 
-def export_lm(directory: Path, model, processor, lm: LMPolicyConfig, tool_ids, tools_profile: str, tool_settings,
-              max_seconds, training_config: dict, metrics: dict | None = None) -> Path:
-    from ...plugin import export_plugin
-
+def export_lm(
+    directory: Path,
+    model,
+    processor,
+    lm: LMPolicyConfig,
+    tool_ids,
+    tools_profile: str,
+    tool_settings,
+    max_seconds,
+    training_config: dict,
+    metrics: dict | None = None,
+) -> Path:
     def write(tmp: Path) -> None:
         model.save_pretrained(tmp, safe_serialization=True)
         processor.save_pretrained(tmp)
 
-    return export_plugin(directory, "lm", write, tool_ids, tools_profile, tool_settings, max_seconds, {
-        "encoders": {"policy": "qwen2-audio (in this folder)"}, "prompt": AGENT_PROMPT, "tool_list": tool_list(tool_ids),
-        "policy_config": dataclasses.asdict(lm), "training_config": training_config, "metrics": metrics or {}})
+    return export_plugin(
+        directory,
+        "lm",
+        write,
+        tool_ids,
+        tools_profile,
+        tool_settings,
+        max_seconds,
+        {
+            "encoders": {"policy": "qwen2-audio (in this folder)"},
+            "prompt": AGENT_PROMPT,
+            "tool_list": tool_list(tool_ids),
+            "policy_config": dataclasses.asdict(lm),
+            "training_config": training_config,
+            "metrics": metrics or {},
+        },
+    )
 
 
 class LMPlugin:
-    """A loaded LM plugin: the model hears the clip and writes its tool choice."""
+    """A loaded LM plugin: the model hears the clip and writes its tool choice.
 
-    def __init__(self, directory: Path, manifest: dict):
-        from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
+    Loaded from a folder, it runs on ``policy.lm.device`` (or CUDA when present, else the CPU), in
+    bfloat16 on a GPU when the policy trained in it; :meth:`from_model` wraps a model already in
+    memory (evaluation right after training).  Queries are answered in batches of
+    ``policy.lm.eval_batch_size``, greedily."""
 
-        self.directory, self.manifest = directory, manifest
+    def __init__(self, directory: Path, manifest: dict, model=None, processor=None, device: str | None = None):
+        import torch
+
+        self.directory, self.manifest = Path(directory), manifest
         self.config = LMPolicyConfig(**manifest["policy_config"])
-        self.processor = AutoProcessor.from_pretrained(directory)
-        self.model = Qwen2AudioForConditionalGeneration.from_pretrained(directory).eval()
+        if model is None:
+            from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
+
+            device = device or self.config.device or ("cuda" if torch.cuda.is_available() else "cpu")
+            dtype = torch.bfloat16 if self.config.bf16 and str(device).startswith("cuda") else torch.float32
+            processor = AutoProcessor.from_pretrained(directory)
+            model = Qwen2AudioForConditionalGeneration.from_pretrained(directory, dtype=dtype).to(device)
+        if model.is_activation_checkpointing:
+            model.activation_checkpointing_disable()  # training is over; generation needs its KV cache
+        self.model, self.processor = model.eval(), processor
+        self.device = next(model.parameters()).device
         self.invalid = 0
+
+    @classmethod
+    def from_model(cls, directory: Path, manifest: dict, model, processor) -> LMPlugin:
+        return cls(directory, manifest, model=model, processor=processor)
 
     @property
     def tools(self) -> list[str]:
         return [t["id"] for t in self.manifest["tools"]]
 
     def select_many(self, samples) -> list[tuple[str, ...]]:
-        return [tuple(self.select(s.audio, s.question)) for s in samples]
-
-    def select(self, audio: str, question: str, choices=()) -> list[str]:
-        """Greedy tool choice; an unreadable clip or an unparseable completion selects no tool (counted in ``invalid``)."""
-        from tools.audio import AudioError
+        """Greedy tool choices in batches; an unreadable clip or an unparseable completion selects no
+        tool (counted in ``invalid``)."""
+        from tools.audio import AudioError, load_audio
 
         from .rollout import encode_prompts, generate_selections
 
-        try:
-            inputs = encode_prompts(self.processor, [agent_prompt(question, self.tools)], [str(audio)],
-                                    self.config.audio_max_seconds)
-        except AudioError:
-            self.invalid += 1
-            return []
-        (ids,) = generate_selections(self.model, self.processor, inputs, self.config, len(self.tools), do_sample=False)
-        selection = parse_selection(self.processor.tokenizer.decode(ids, skip_special_tokens=True), self.tools)
-        self.invalid += not selection.valid
-        return list(selection.tools)
+        chosen: list[tuple[str, ...]] = [()] * len(samples)
+        readable = []
+        for i, sample in enumerate(samples):
+            try:
+                load_audio(sample.audio, self.processor.feature_extractor.sampling_rate, self.config.audio_max_seconds)
+                readable.append(i)
+            except AudioError:
+                self.invalid += 1
+        size = self.config.eval_batch_size
+        for start in range(0, len(readable), size):
+            rows = readable[start : start + size]
+            inputs = encode_prompts(
+                self.processor,
+                [agent_prompt(samples[i].question, self.tools) for i in rows],
+                [str(samples[i].audio) for i in rows],
+                self.config.audio_max_seconds,
+            ).to(self.device)
+            completions = generate_selections(
+                self.model, self.processor, inputs, self.config, len(self.tools), do_sample=False
+            )
+            for i, ids in zip(rows, completions):
+                selection = parse_selection(self.processor.tokenizer.decode(ids, skip_special_tokens=True), self.tools)
+                self.invalid += not selection.valid
+                chosen[i] = selection.tools
+        return chosen
+
+    def select(self, audio: str, question: str, choices=()) -> list[str]:
+        from ...data.sample import Sample
+
+        query = Sample(id="query", audio=str(audio), question=question, choices=tuple(choices), answer="")
+        return list(self.select_many([query])[0])
+
+
+def check_encoders(manifest: dict) -> None:
+    """The LM plugin carries its own encoders (the model folder): nothing installed to compare."""
+
+
+def open_plugin(directory: Path, manifest: dict, extra_tools=()) -> LMPlugin:
+    if extra_tools:
+        from ...trust import PluginError
+
+        raise PluginError(
+            f"{directory}: an LM plugin selects among the tools it trained with; it cannot add {list(extra_tools)}"
+        )
+    return LMPlugin(directory, manifest)

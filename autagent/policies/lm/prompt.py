@@ -5,6 +5,7 @@ there are letters).  The parser is tolerant of how an LM shown that list writes 
 indices, letters or ``typeN`` in any case, separated by commas or spaces, inside ``<answer>`` in
 any case; the last tag wins; ``none`` (or an empty tag) is the empty set.
 """
+
 from __future__ import annotations
 
 import re
@@ -101,7 +102,7 @@ class AnswerGrammar:
             return head.startswith(text)
         if not text.startswith(head):
             return False
-        body = text[len(head):]
+        body = text[len(head) :]
         end = body.find("<")
         numbers, tail = (body, "") if end < 0 else (body[:end], body[end:])
         if not re.fullmatch(r"(?:\d+(?:,\d+)*,?)?", numbers):
@@ -127,4 +128,4 @@ class AnswerGrammar:
         return allowed or [self.eos]
 
     def __call__(self, batch_id: int, input_ids) -> list[int]:
-        return self.allowed(input_ids[self.prompt_length:].tolist())
+        return self.allowed(input_ids[self.prompt_length :].tolist())

@@ -1,4 +1,5 @@
 """The LM policy's step of the shared recipe (:mod:`autagent.pipeline`): y_base, TRL GRPO, plugin."""
+
 from __future__ import annotations
 
 import json
@@ -9,48 +10,100 @@ from pathlib import Path
 from .config import LMPolicyConfig
 
 
+def build_tiny_policy(directory: Path, seed: int = 0) -> Path:
+    """A tiny random Qwen2-Audio whose tokenizer knows the agent's and the reasoner's prompts."""
+    from ...reasoners.prompts import BASELINE, WITH_TOOLS
+    from ...tiny_models import build_tiny_qwen2_audio
+    from .prompt import AGENT_PROMPT
+
+    return build_tiny_qwen2_audio(directory, seed, prompts=(BASELINE, WITH_TOOLS, AGENT_PROMPT))
+
+
 def ensure_model(lm: LMPolicyConfig) -> str:
     path = Path(lm.model_id)
     if lm.build_tiny and not (path / "config.json").exists():
-        from ...tiny import build_tiny_qwen2_audio
-
-        build_tiny_qwen2_audio(path)
+        build_tiny_policy(path)
     return lm.model_id
 
 
-def lm_config(config) -> LMPolicyConfig:
-    from ...config import from_dict
+def baseline_answers(reasoner, samples, state) -> dict:
+    """y_base for every training query, asked once by rank 0 and broadcast to the other ranks (every
+    rank needs it for its rewards; asking on each would repeat the whole no-tool pass per rank)."""
+    base = None
+    if state.is_main_process:
+        base = dict(zip([s.id for s in samples], reasoner.answer_many([(s, None) for s in samples])))
+        reasoner.check_health()
+    if state.num_processes > 1:
+        from accelerate.utils import broadcast_object_list
 
-    return from_dict(LMPolicyConfig, config.policy.lm, "policy.lm")
+        base = broadcast_object_list([base], from_process=0)[0]
+    return base
 
 
-def train_lm(ctx, resume: bool = False) -> tuple[Path | None, dict]:
-    """Train with TRL on every rank; rank 0 exports the plugin (others return ``(None, summary)``)."""
-    from .plugin import export_lm
+def train_lm(ctx, resume: bool = False):
+    """Train with TRL on every rank; rank 0 exports the plugin.  Returns (plugin folder, summary,
+    selector): on rank 0 the selector is the trained model already in memory, so evaluation loads no
+    second copy; other ranks return ``(None, summary, None)``."""
+    from .plugin import LMPlugin, export_lm
     from .reward import ToolSelectionReward
     from .trainer import build_grpo_trainer
 
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
-    config, lm = ctx.config, lm_config(ctx.config)
+    config, lm = ctx.config, ctx.config.policy.lm
     train = ctx.splits.train
-    base = dict(zip([s.id for s in train], ctx.reasoner.answer_many([(s, None) for s in train])))
-    reward = ToolSelectionReward({s.id: s for s in train}, ctx.pool, ctx.reasoner, config.reward.kind,
-                                 config.reward.tool_cost, lm.invalid_reward, ctx.tool_ids)
-    trainer, processor = build_grpo_trainer(config, lm, train, base, [reward], ctx.run_dir / "trainer", ctx.tool_ids,
-                                            ensure_model(lm))
-    reward.metrics = trainer._metrics["train"]
+    calls, hits = ctx.reasoner.calls, ctx.reasoner.hits
+    base = baseline_answers(ctx.reasoner, train, ctx.state)
+    ctx.record("baseline", reasoner_calls=ctx.reasoner.calls - calls, cache_hits=ctx.reasoner.hits - hits)
+    reward = ToolSelectionReward(
+        {s.id: s for s in train},
+        ctx.pool,
+        ctx.reasoner,
+        config.reward.kind,
+        config.reward.tool_cost,
+        lm.invalid_reward,
+        ctx.tool_ids,
+    )
+    trainer, processor = build_grpo_trainer(
+        config, lm, train, base, [reward], ctx.run_dir / "trainer", ctx.tool_ids, ensure_model(lm)
+    )
     started = time.perf_counter()
-    trainer.train(resume_from_checkpoint=True if resume else None)
+    checkpoint = None
+    if resume:
+        from transformers.trainer_utils import get_last_checkpoint
+
+        checkpoint = get_last_checkpoint(str(ctx.run_dir / "trainer"))
+        if checkpoint is None:
+            raise FileNotFoundError(f"--resume: no checkpoint under {ctx.run_dir / 'trainer'}")
+        ctx.record("resume_from", checkpoint=Path(checkpoint).name)
+    trainer.train(resume_from_checkpoint=checkpoint)
     history = [row for row in trainer.state.log_history if "loss" in row or "reward" in row]
-    summary = {"steps": trainer.state.global_step, "train_seconds": round(time.perf_counter() - started, 1),
-               "invalid_reasons": reward.invalid_reasons, "final": history[-1] if history else None}
+    summary = {
+        "steps": trainer.state.global_step,
+        "train_seconds": round(time.perf_counter() - started, 1),
+        "invalid_reasons": reward.invalid_reasons,
+        "reward_batches": reward.batches,
+        "reasoner_calls": ctx.reasoner.calls,
+        "reasoner_failures": ctx.reasoner.failures,
+        "final": history[-1] if history else None,
+    }
     if not trainer.accelerator.is_main_process:
-        return None, summary
+        return None, summary, None
     (ctx.run_dir / "train_log.jsonl").write_text("".join(json.dumps(row) + "\n" for row in history))
-    plugin_dir = export_lm(ctx.run_dir / "plugin", trainer.accelerator.unwrap_model(trainer.model), processor, lm,
-                           ctx.tool_ids, config.tools.profile, config.tools.settings, config.tools.max_seconds,
-                           ctx.config_dict, {"training": summary})
-    return plugin_dir, summary
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    plugin_dir = export_lm(
+        ctx.run_dir / "plugin",
+        model,
+        processor,
+        lm,
+        ctx.tool_ids,
+        config.tools.profile,
+        config.tools.settings,
+        config.tools.max_seconds,
+        ctx.config_dict,
+        {"training": summary},
+    )
+    manifest = json.loads((plugin_dir / "manifest.json").read_text())
+    return plugin_dir, summary, LMPlugin.from_model(plugin_dir, manifest, model, processor)
 
 
 def has_checkpoints(run_dir: Path) -> bool:

@@ -4,7 +4,10 @@ TRL has no audio path: prompts are encoded here with the real Qwen2-Audio proces
 audio features, left padding) and completions are sampled with the features; with constrained
 decoding, :func:`masked_logps` scores completions under the very mask sampling applied.
 """
+
 from __future__ import annotations
+
+from contextlib import contextmanager
 
 from .config import LMPolicyConfig
 from .prompt import AnswerGrammar
@@ -16,15 +19,21 @@ def encode_prompts(processor, texts: list[str], audio_paths: list[str], max_seco
 
     sr = processor.feature_extractor.sampling_rate
     processor.tokenizer.padding_side = "left"  # batched generation continues every row from its last prompt token
-    chats = [processor.apply_chat_template([{"role": "user", "content": [{"type": "audio", "audio_url": path},
-                                                                         {"type": "text", "text": text}]}],
-                                           add_generation_prompt=True, tokenize=False) for text, path in zip(texts, audio_paths)]
+    chats = [
+        processor.apply_chat_template(
+            [{"role": "user", "content": [{"type": "audio", "audio_url": path}, {"type": "text", "text": text}]}],
+            add_generation_prompt=True,
+            tokenize=False,
+        )
+        for text, path in zip(texts, audio_paths)
+    ]
     audios = [load_audio(path, sr, max_seconds).samples for path in audio_paths]
     return processor(text=chats, audio=audios, sampling_rate=sr, return_tensors="pt", padding=True)
 
 
-def generate_selections(model, processor, inputs, config: LMPolicyConfig, num_tools: int, do_sample: bool,
-                        temperature: float = 1.0):
+def generate_selections(
+    model, processor, inputs, config: LMPolicyConfig, num_tools: int, do_sample: bool, temperature: float = 1.0
+):
     """Completion token ids (a list per row, EOS kept, padding dropped) for already-encoded prompts."""
     import torch
 
@@ -32,8 +41,13 @@ def generate_selections(model, processor, inputs, config: LMPolicyConfig, num_to
     prompt_length = inputs["input_ids"].shape[1]
     # A sampled <|AUDIO|> would no longer match the clip's features in the log-probability pass.
     audio_tokens = [processor.audio_token, processor.audio_bos_token, processor.audio_eos_token]
-    kwargs = dict(max_new_tokens=config.max_completion_length, do_sample=do_sample, pad_token_id=tokenizer.pad_token_id,
-                  eos_token_id=tokenizer.eos_token_id, suppress_tokens=tokenizer.convert_tokens_to_ids(audio_tokens))
+    kwargs = dict(
+        max_new_tokens=config.max_completion_length,
+        do_sample=do_sample,
+        pad_token_id=tokenizer.pad_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        suppress_tokens=tokenizer.convert_tokens_to_ids(audio_tokens),
+    )
     if do_sample:
         kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
     if config.constrained_decoding:
@@ -58,7 +72,9 @@ def grammar_allowed(grammar: AnswerGrammar, completions: list[list[int]], length
     completion position (K = the most at any position; positions past a row's end allow only EOS)."""
     import torch
 
-    allowed = [[grammar.allowed(ids[:j]) if j < len(ids) else [grammar.eos] for j in range(length)] for ids in completions]
+    allowed = [
+        [grammar.allowed(ids[:j]) if j < len(ids) else [grammar.eos] for j in range(length)] for ids in completions
+    ]
     width = max((len(a) for row in allowed for a in row), default=1)
     index = torch.zeros(len(completions), length, width, dtype=torch.long)
     valid = torch.zeros(len(completions), length, width, dtype=torch.bool)
@@ -78,15 +94,25 @@ def masked_logps(logits, completion_ids, index, valid, temperature: float):
     allowed = scaled.gather(-1, index.to(logits.device)).masked_fill(~valid.to(logits.device), float("-inf"))
     log_z = torch.logsumexp(allowed, dim=-1)
     is_allowed = ((index.to(logits.device) == completion_ids.unsqueeze(-1)) & valid.to(logits.device)).any(-1)
-    token_logp = torch.where(is_allowed, scaled.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1) - log_z,
-                             torch.full_like(log_z, float("-inf")))
+    token_logp = torch.where(
+        is_allowed,
+        scaled.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1) - log_z,
+        torch.full_like(log_z, float("-inf")),
+    )
     logp = allowed - log_z.unsqueeze(-1)
     entropy = -(logp.exp() * logp.masked_fill(~valid.to(logits.device), 0.0)).sum(-1)
     return token_logp, entropy
 
 
-def completion_logprob(model, processor, question_prompt: str, audio: str, completion: str, max_seconds: float = 30.0,
-                       grammar: AnswerGrammar | None = None) -> float:
+def completion_logprob(
+    model,
+    processor,
+    question_prompt: str,
+    audio: str,
+    completion: str,
+    max_seconds: float = 30.0,
+    grammar: AnswerGrammar | None = None,
+) -> float:
     """log π(completion | clip, prompt) under ``model``, teacher-forced, EOS included; under ``grammar``
     when given (the distribution constrained decoding samples from)."""
     import torch
@@ -95,9 +121,13 @@ def completion_logprob(model, processor, question_prompt: str, audio: str, compl
     target = processor.tokenizer(completion, add_special_tokens=False)["input_ids"] + [processor.tokenizer.eos_token_id]
     ids = torch.cat([inputs["input_ids"], torch.tensor([target])], dim=1)
     with torch.no_grad():
-        logits = model(input_ids=ids, attention_mask=torch.ones_like(ids), input_features=inputs["input_features"],
-                       feature_attention_mask=inputs["feature_attention_mask"]).logits
-    logits = logits[:, -len(target) - 1:-1].float()
+        logits = model(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            input_features=inputs["input_features"],
+            feature_attention_mask=inputs["feature_attention_mask"],
+        ).logits
+    logits = logits[:, -len(target) - 1 : -1].float()
     if grammar is not None:
         index, valid = grammar_allowed(grammar, [target], len(target))
         return float(masked_logps(logits, torch.tensor([target]), index, valid, 1.0)[0].sum())
@@ -105,18 +135,54 @@ def completion_logprob(model, processor, question_prompt: str, audio: str, compl
     return float(logp.gather(1, torch.tensor(target).unsqueeze(1)).sum())
 
 
+@contextmanager
+def generation_mode(trainer):
+    """The policy as generation needs it, whatever state the trainer left it in: unwrapped (DDP,
+    DeepSpeed; ZeRO-3 parameters gathered), gradient checkpointing off and eval mode, restored after.
+
+    Under gradient checkpointing the decoder layers drop their KV cache in train mode, yet
+    ``generate`` still feeds only the last token, so every token after the first would be sampled
+    without the prompt or the clip.  TRL's own generation path goes through the same context."""
+    from trl.models import unwrap_model_for_generation
+
+    with unwrap_model_for_generation(
+        trainer.model_wrapped,
+        trainer.accelerator,
+        gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
+    ) as model:
+        was_training = model.training
+        model.eval()
+        try:
+            yield model
+        finally:
+            model.train(was_training)
+
+
 def make_rollout(processor, config: LMPolicyConfig, num_tools: int):
-    """TRL ``rollout_func``: encode prompt + clip, sample one completion per row, stash the features."""
+    """TRL ``rollout_func``: encode prompt + clip, sample one completion per row in chunks of at most
+    ``generation_batch_size`` rows, stash the features for the log-probability passes."""
 
     def rollout(prompts: list[str], trainer) -> dict:
-        inputs = encode_prompts(processor, prompts, trainer._audio_paths, config.audio_max_seconds)
-        inputs = inputs.to(trainer.accelerator.device)
-        unwrapped = trainer.accelerator.unwrap_model(trainer.model)
-        completions = generate_selections(unwrapped, processor, inputs, config, num_tools, do_sample=True,
-                                          temperature=trainer.temperature)
-        mask = inputs["attention_mask"].bool()
-        prompt_ids = [row[m].tolist() for row, m in zip(inputs["input_ids"], mask)]
-        trainer._audio = (inputs["input_features"], inputs["feature_attention_mask"])
+        import torch
+
+        prompt_ids, completions, features, feature_masks = [], [], [], []
+        size = config.generation_batch_size
+        with generation_mode(trainer) as model:
+            for start in range(0, len(prompts), size):
+                inputs = encode_prompts(
+                    processor,
+                    prompts[start : start + size],
+                    trainer._audio_paths[start : start + size],
+                    config.audio_max_seconds,
+                ).to(trainer.accelerator.device)
+                completions += generate_selections(
+                    model, processor, inputs, config, num_tools, do_sample=True, temperature=trainer.temperature
+                )
+                mask = inputs["attention_mask"].bool()
+                prompt_ids += [row[m].tolist() for row, m in zip(inputs["input_ids"], mask)]
+                features.append(inputs["input_features"])
+                feature_masks.append(inputs["feature_attention_mask"])
+        trainer._audio = (torch.cat(features), torch.cat(feature_masks))
         return {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": None}
 
     return rollout

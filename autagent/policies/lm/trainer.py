@@ -14,6 +14,7 @@ Three things TRL does not do, each a small override:
 The loss is TRL's ``grpo.loss_type`` (default ``grpo``, the paper's per-sequence mean), set
 explicitly because TRL's own default is ``dapo``.
 """
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -43,7 +44,7 @@ def trainer_class():
             local = len(output["advantages"])
             groups = estimate_advantages(rewards.view(-1, self.num_generations).float(), self.advantage_kind).view(-1)
             start = self.accelerator.process_index * local
-            output["advantages"] = groups[start:start + local].to(output["advantages"].device)
+            output["advantages"] = groups[start : start + local].to(output["advantages"].device)
             return output
 
         def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
@@ -54,8 +55,17 @@ def trainer_class():
             self._audio = (inputs["input_features"], inputs["feature_attention_mask"])
             return super()._compute_loss(model, inputs)
 
-        def _get_per_token_logps_and_entropies(self, model, input_ids, attention_mask, logits_to_keep, batch_size=None,
-                                               compute_entropy=False, compute_aux_loss=False, **_image_inputs):
+        def _get_per_token_logps_and_entropies(
+            self,
+            model,
+            input_ids,
+            attention_mask,
+            logits_to_keep,
+            batch_size=None,
+            compute_entropy=False,
+            compute_aux_loss=False,
+            **_image_inputs,
+        ):
             from .rollout import grammar_allowed, masked_logps
 
             features, feature_mask = self._audio
@@ -64,8 +74,10 @@ def trainer_class():
             for start in range(0, input_ids.size(0), batch_size):
                 end = min(start + batch_size, input_ids.size(0))
                 ids, mask = input_ids[start:end], attention_mask[start:end]
-                audio = dict(input_features=features[start:end].to(ids.device),
-                             feature_attention_mask=feature_mask[start:end].to(ids.device))
+                audio = dict(
+                    input_features=features[start:end].to(ids.device),
+                    feature_attention_mask=feature_mask[start:end].to(ids.device),
+                )
                 with self.accelerator.autocast():
                     if self.grammar is None:
                         labels = ids.masked_fill(mask == 0, -100)
@@ -75,15 +87,19 @@ def trainer_class():
                         if compute_entropy:
                             entropies.append(out.entropy[:, -logits_to_keep:])
                         continue
-                    logits = model(input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1, **audio).logits
+                    logits = model(
+                        input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1, **audio
+                    ).logits
                 completion = ids[:, -logits_to_keep:]
                 rows = [row[m.bool()].tolist() for row, m in zip(completion, mask[:, -logits_to_keep:])]
                 index, valid = grammar_allowed(self.grammar, rows, logits_to_keep)
                 # positions -k-1 .. -2 predict the k completion tokens (whether or not logits_to_keep was honoured)
-                scores = logits[:, -(logits_to_keep + 1):-1]
+                scores = logits[:, -(logits_to_keep + 1) : -1]
                 token_logp, entropy = masked_logps(scores, completion, index, valid, self.temperature)
-                inside = torch.arange(logits_to_keep, device=ids.device)[None] < torch.tensor([len(r) for r in rows],
-                                                                                                device=ids.device)[:, None]
+                inside = (
+                    torch.arange(logits_to_keep, device=ids.device)[None]
+                    < torch.tensor([len(r) for r in rows], device=ids.device)[:, None]
+                )
                 logps.append(torch.where(inside, token_logp, torch.zeros_like(token_logp)))  # padding: 0, not -inf
                 entropies.append(torch.where(inside, entropy, torch.zeros_like(entropy)))
             return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None), None
@@ -91,8 +107,16 @@ def trainer_class():
     return AudioGRPOTrainer
 
 
-def build_grpo_trainer(config, lm: LMPolicyConfig, samples, base_predictions: dict, reward_funcs: list, output_dir: Path,
-                       tool_ids, model_id: str):
+def build_grpo_trainer(
+    config,
+    lm: LMPolicyConfig,
+    samples,
+    base_predictions: dict,
+    reward_funcs: list,
+    output_dir: Path,
+    tool_ids,
+    model_id: str,
+):
     """The TRL trainer for the LM policy, wired to our rollout, the given rewards and the run config."""
     import datasets
     import torch
@@ -105,24 +129,53 @@ def build_grpo_trainer(config, lm: LMPolicyConfig, samples, base_predictions: di
     processor = AutoProcessor.from_pretrained(model_id)
     dtype = torch.bfloat16 if lm.bf16 and not lm.use_cpu else torch.float32
     model = Qwen2AudioForConditionalGeneration.from_pretrained(model_id, dtype=dtype)
-    rows = [{"prompt": agent_prompt(s.question, tool_ids), "audio": s.audio, "sample_id": s.id,
-             "base_prediction": base_predictions[s.id]} for s in samples]
+    rows = [
+        {
+            "prompt": agent_prompt(s.question, tool_ids),
+            "audio": s.audio,
+            "sample_id": s.id,
+            "base_prediction": base_predictions[s.id],
+        }
+        for s in samples
+    ]
     grpo = config.grpo
     args = TRLGRPOConfig(
-        output_dir=str(output_dir), max_steps=grpo.steps, learning_rate=lm.learning_rate,
-        per_device_train_batch_size=lm.per_device_train_batch_size, gradient_accumulation_steps=lm.gradient_accumulation_steps,
-        num_generations=grpo.group_size, temperature=grpo.temperature, beta=grpo.beta, epsilon=grpo.clip_epsilon,
-        num_iterations=grpo.inner_epochs, max_completion_length=lm.max_completion_length, use_cpu=lm.use_cpu,
-        bf16=lm.bf16 and not lm.use_cpu, gradient_checkpointing=lm.gradient_checkpointing, deepspeed=lm.deepspeed,
-        save_steps=lm.save_steps, save_strategy="steps", logging_steps=lm.logging_steps, seed=config.seed,
-        loss_type=grpo.loss_type, scale_rewards="group",
+        output_dir=str(output_dir),
+        max_steps=grpo.steps,
+        learning_rate=lm.learning_rate,
+        per_device_train_batch_size=lm.per_device_train_batch_size,
+        gradient_accumulation_steps=lm.gradient_accumulation_steps,
+        num_generations=grpo.group_size,
+        temperature=grpo.temperature,
+        beta=grpo.beta,
+        epsilon=grpo.clip_epsilon,
+        num_iterations=grpo.inner_epochs,
+        max_completion_length=lm.max_completion_length,
+        use_cpu=lm.use_cpu,
+        bf16=lm.bf16 and not lm.use_cpu,
+        activation_checkpointing=lm.gradient_checkpointing,  # transformers 5 name of gradient checkpointing
+        deepspeed=lm.deepspeed,
+        save_steps=lm.save_steps,
+        save_strategy="steps",
+        logging_steps=lm.logging_steps,
+        seed=config.seed,
+        loss_type=grpo.loss_type,
+        scale_rewards="group",
         report_to=["wandb"] if config.logging.wandb and config.logging.wandb_mode != "disabled" else [],
-        remove_unused_columns=False, disable_tqdm=not config.logging.progress, save_only_model=False,
-        **lm.extra_args)
+        remove_unused_columns=False,
+        disable_tqdm=not config.logging.progress,
+        save_only_model=False,
+        **lm.extra_args,
+    )
     # TRL's processor handling assumes images; the audio processor lives in our rollout, TRL gets its tokenizer.
-    trainer = trainer_class()(model=model, reward_funcs=list(reward_funcs), args=args,
-                              train_dataset=datasets.Dataset.from_list(rows), processing_class=processor.tokenizer,
-                              rollout_func=make_rollout(processor, lm, len(tool_ids)))
+    trainer = trainer_class()(
+        model=model,
+        reward_funcs=list(reward_funcs),
+        args=args,
+        train_dataset=datasets.Dataset.from_list(rows),
+        processing_class=processor.tokenizer,
+        rollout_func=make_rollout(processor, lm, len(tool_ids)),
+    )
     trainer.advantage_kind = grpo.advantage
     if lm.constrained_decoding:
         trainer.grammar = AnswerGrammar(processor.tokenizer, 0, len(tool_ids))

@@ -6,6 +6,7 @@
   choice whenever the prompt labelled the choices; a missing or unparseable reply, a failed call
   and an unscorable row all count, as wrong.
 """
+
 from __future__ import annotations
 
 import re

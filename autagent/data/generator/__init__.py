@@ -22,35 +22,84 @@ pitch; the gist).  What makes it a testbed for tool *selection*:
 
 ``meta`` of each row holds what the generator knows: ``tools``, the kind's facts, and the split.
 """
+
 from __future__ import annotations
 
 import json
 import zlib
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
-from .. import synth as S
+from .. import synth
 from ..loaders import write_mmau
 from ..sample import Sample
-from . import kinds as K
-from . import speech as P
 from .describe import describe
+from .kinds import (
+    Ctx,
+    animal,
+    chord,
+    chord_at,
+    instrument,
+    melody_contour,
+    note,
+    scene,
+    sound_event,
+    tempo_bpm,
+    tempo_chord,
+    tempo_feel,
+    tone,
+)
+from .speech import (
+    audio_kind,
+    background,
+    content_background,
+    duration,
+    emotion,
+    emotion_content,
+    intent,
+    keyword,
+    quote,
+    quote_tone,
+    speaker_count,
+    speaker_turn,
+    what_heard,
+    word_count,
+)
 
 KINDS: dict[str, tuple[Callable, float]] = {  # kind -> (generator, share of the benchmark)
-    "sound_event": (K.sound_event, 10), "animal": (K.animal, 25), "scene": (K.scene, 5), "tone": (K.tone, 5),
-    "instrument": (K.instrument, 7), "chord": (K.chord, 4), "chord_at": (K.chord_at, 4), "tempo_bpm": (K.tempo_bpm, 6),
-    "tempo_feel": (K.tempo_feel, 3), "melody_contour": (K.melody_contour, 3), "note": (K.note, 3),
-    "quote": (P.quote, 6), "keyword": (P.keyword, 4), "word_count": (P.word_count, 3), "intent": (P.intent, 4),
-    "emotion": (P.emotion, 5), "speaker_count": (P.speaker_count, 5), "speaker_turn": (P.speaker_turn, 3),
-    "background": (P.background, 5), "what_heard": (P.what_heard, 6), "emotion_content": (P.emotion_content, 7),
-    "content_background": (P.content_background, 6), "tempo_chord": (K.tempo_chord, 10), "quote_tone": (P.quote_tone, 10),
-    "audio_kind": (P.audio_kind, 3), "duration": (P.duration, 2), "describe": (describe, 50),
+    "sound_event": (sound_event, 10),
+    "animal": (animal, 25),
+    "scene": (scene, 5),
+    "tone": (tone, 5),
+    "instrument": (instrument, 7),
+    "chord": (chord, 4),
+    "chord_at": (chord_at, 4),
+    "tempo_bpm": (tempo_bpm, 6),
+    "tempo_feel": (tempo_feel, 3),
+    "melody_contour": (melody_contour, 3),
+    "note": (note, 3),
+    "quote": (quote, 6),
+    "keyword": (keyword, 4),
+    "word_count": (word_count, 3),
+    "intent": (intent, 4),
+    "emotion": (emotion, 5),
+    "speaker_count": (speaker_count, 5),
+    "speaker_turn": (speaker_turn, 3),
+    "background": (background, 5),
+    "what_heard": (what_heard, 6),
+    "emotion_content": (emotion_content, 7),
+    "content_background": (content_background, 6),
+    "tempo_chord": (tempo_chord, 10),
+    "quote_tone": (quote_tone, 10),
+    "audio_kind": (audio_kind, 3),
+    "duration": (duration, 2),
+    "describe": (describe, 50),
 }
-VERSION = 4
+VERSION = 5
 
 
 @dataclass
@@ -87,14 +136,21 @@ def _make_one(args) -> dict:
     rng = np.random.default_rng([seed, index, zlib.crc32(split.encode())])
     weights = np.array([KINDS[k][1] for k in kinds], dtype=float)
     kind = kinds[int(rng.choice(len(kinds), p=weights / weights.sum()))]
-    item = KINDS[kind][0](K.Ctx(rng, pool_of(split)))
-    audio = S.normalise(item.audio, float(rng.uniform(-12, -3)))
+    item = KINDS[kind][0](Ctx(rng, pool_of(split)))
+    audio = synth.normalise(item.audio, float(rng.uniform(-12, -3)))
     sample_id = f"{split}-{index:05d}"
     path = Path(root) / "audio" / split / f"{sample_id}.wav"
-    S.write_wav(path, audio)
-    return dict(id=sample_id, audio=str(path.resolve()), question=item.question, choices=tuple(item.choices),
-                answer=item.answer, domain=item.domain, category=kind,
-                meta={"tools": item.tools, "split": split, "facts": item.facts})
+    synth.write_wav(path, audio)
+    return dict(
+        id=sample_id,
+        audio=str(path.resolve()),
+        question=item.question,
+        choices=tuple(item.choices),
+        answer=item.answer,
+        domain=item.domain,
+        category=kind,
+        meta={"tools": item.tools, "split": split, "facts": item.facts},
+    )
 
 
 def generate(config: EmbeddedBenchmarkConfig, progress: bool = True) -> dict[str, Path]:
@@ -106,14 +162,19 @@ def generate(config: EmbeddedBenchmarkConfig, progress: bool = True) -> dict[str
     stamp = {"seed": config.seed, "sizes": config.sizes, "kinds": kinds, "version": VERSION}
     stamp_path = root / "benchmark.json"
     outputs = {split: root / f"{split}.json" for split in config.sizes}
-    if stamp_path.exists() and json.loads(stamp_path.read_text()) == stamp and all(p.exists() for p in outputs.values()):
+    if (
+        stamp_path.exists()
+        and json.loads(stamp_path.read_text()) == stamp
+        and all(p.exists() for p in outputs.values())
+    ):
         return outputs
     stamp_path.unlink(missing_ok=True)
     for split, size in config.sizes.items():
         jobs = [(str(root), split, i, config.seed, kinds) for i in range(size)]
         with ProcessPoolExecutor(max_workers=max(1, config.workers)) as pool:
-            rows = list(tqdm(pool.map(_make_one, jobs, chunksize=4), total=size, desc=f"generate {split}",
-                             disable=not progress))
+            rows = list(
+                tqdm(pool.map(_make_one, jobs, chunksize=4), total=size, desc=f"generate {split}", disable=not progress)
+            )
         write_mmau([Sample(**row) for row in rows], outputs[split])
     stamp_path.write_text(json.dumps(stamp))
     return outputs

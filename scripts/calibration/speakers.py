@@ -10,8 +10,9 @@ For every feature: the within-speaker spread of segment vectors (same voice and 
 sentences) and the between-speaker spread; the estimator divides by the within spread and weighs
 each feature by between / within (a diagonal Fisher discriminant).
 
-Usage: .venv/bin/python -m tools.calibration.speakers
+Usage: .venv/bin/python -m scripts.calibration.speakers
 """
+
 from __future__ import annotations
 
 import itertools
@@ -19,19 +20,26 @@ import itertools
 import numpy as np
 
 from . import CALIBRATION_VOICES
+
 PITCHES = (25, 50, 75)
-SENTENCES = ("Could you pass me the salt please?", "The weather has been strange all week.",
-             "I left the report on your desk, this morning.", "Are we meeting the others at the station?",
-             "Nobody told me the shop was closed!", "Turn the music down a little.", "Well, that is a surprise.",
-             "Which way is the harbour, do you know?")
+SENTENCES = (
+    "Could you pass me the salt please?",
+    "The weather has been strange all week.",
+    "I left the report on your desk, this morning.",
+    "Are we meeting the others at the station?",
+    "Nobody told me the shop was closed!",
+    "Turn the music down a little.",
+    "Well, that is a surprise.",
+    "Which way is the harbour, do you know?",
+)
 
 
 def main() -> None:
+    import io
     import subprocess
 
     import librosa
     import soundfile as sf
-    import io
 
     from tools.speakers import frame_features, segment_vector, speech_regions
 
@@ -39,15 +47,20 @@ def main() -> None:
     for voice, pitch in itertools.product(CALIBRATION_VOICES, PITCHES):
         pieces = []
         for k, sentence in enumerate(SENTENCES):
-            wav = subprocess.run(["espeak-ng", "-v", voice, "-p", str(pitch), "-s", str(135 + 8 * k), "--stdout", sentence],
-                                 capture_output=True, check=True).stdout
+            wav = subprocess.run(
+                ["espeak-ng", "-v", voice, "-p", str(pitch), "-s", str(135 + 8 * k), "--stdout", sentence],
+                capture_output=True,
+                check=True,
+            ).stdout
             y, sr = sf.read(io.BytesIO(wav), dtype="float32")
             pieces += [librosa.resample(y, orig_sr=sr, target_sr=16000), np.zeros(8000, dtype=np.float32)]
         y = np.concatenate(pieces)
         frames = frame_features(y, 16000, 160, scales=None)
         for a, b in speech_regions(y, 16000, 160, -30.0, 0.15, 0.3):
-            vectors.setdefault((voice, pitch), []).append(segment_vector(frames[a:min(b, len(frames))]))
-    within = np.concatenate([np.abs(np.subtract(*pair)) for v in vectors.values() for pair in itertools.combinations(v, 2)])
+            vectors.setdefault((voice, pitch), []).append(segment_vector(frames[a : min(b, len(frames))]))
+    within = np.concatenate(
+        [np.abs(np.subtract(*pair)) for v in vectors.values() for pair in itertools.combinations(v, 2)]
+    )
     within = within.reshape(-1, len(next(iter(vectors.values()))[0]))
     means = np.array([np.mean(v, axis=0) for v in vectors.values()])
     between = np.abs(means[:, None] - means[None]).reshape(-1, means.shape[1])

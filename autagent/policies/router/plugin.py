@@ -1,0 +1,125 @@
+"""The router as a plugin: ``model.safetensors`` plus the encoders it expects, in the shared format."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file, save_file
+
+from tools import get_tool
+
+from ...manifest import export_plugin
+from ...trust import PluginError
+from .features import Featurizer
+from .model import Router, RouterConfig, subset_ids
+
+
+def export_router(
+    directory: str | Path,
+    router,
+    featurizer,
+    tool_ids,
+    tools_profile: str,
+    tool_settings: dict | None,
+    max_seconds: float | None,
+    training_config: dict,
+    metrics: dict | None = None,
+) -> Path:
+    """A router plugin: ``model.safetensors``, the encoders it expects and the descriptions of the tools
+    it trained with (the ``tool_conditioned`` scorer reads them; a tool added later brings its own)."""
+
+    def write(tmp: Path) -> None:
+        save_file({k: v.contiguous() for k, v in router.state_dict().items()}, tmp / "model.safetensors")
+
+    return export_plugin(
+        directory,
+        "router",
+        write,
+        tool_ids,
+        tools_profile,
+        tool_settings,
+        max_seconds,
+        {
+            "encoders": featurizer.describe(),
+            "input_dim": featurizer.dim,
+            "policy_config": dataclasses.asdict(router.config),
+            "descriptions": {t: get_tool(t).description for t in tool_ids},
+            "scores_new_tools": router.config.scorer == "tool_conditioned",
+            "training_config": training_config,
+            "metrics": metrics or {},
+        },
+    )
+
+
+def check_encoders(manifest: dict) -> None:
+    """The text and audio encoders installed here must be the very ones the plugin was trained on."""
+    from ...encoders import AudioEncoder, text_encoder
+
+    wanted = manifest.get("encoders") or {}
+    here = {"text": text_encoder(None).describe(), "audio": AudioEncoder.describe() if wanted.get("audio") else None}
+    for kind in ("text", "audio"):
+        theirs, ours = wanted.get(kind), here[kind]
+        if theirs != ours:
+            raise PluginError(f"plugin's {kind} encoder {theirs!r} is not the one installed here {ours!r}")
+
+
+class RouterPlugin:
+    """A loaded router plugin: ``select(audio, question, choices) -> [tool ids]`` for any reasoner.
+
+    ``extra_tools`` are registered tools the plugin never trained with: a ``tool_conditioned`` router
+    scores them from their descriptions (``zero_shot_tools``); a ``per_tool`` one cannot, and refuses."""
+
+    def __init__(self, directory: Path, manifest: dict, extra_tools=()):
+        self.directory, self.manifest = directory, manifest
+        config = dict(manifest["policy_config"], text_model=None)  # the installed encoder, checked above
+        config = RouterConfig(**config)
+        self.featurizer = Featurizer(config)
+        if self.featurizer.dim != manifest["input_dim"]:
+            raise PluginError(
+                f"{directory}: encoders give {self.featurizer.dim}-dim features, plugin expects {manifest['input_dim']}"
+            )
+        self.learned_tools = [t["id"] for t in manifest["tools"]]
+        self.zero_shot_tools = [t for t in extra_tools if t not in self.learned_tools]
+        if self.zero_shot_tools and config.scorer != "tool_conditioned":
+            raise PluginError(
+                f"{directory}: a per_tool router scores only the tools it trained with {self.learned_tools}; "
+                f"it cannot add {self.zero_shot_tools} (a tool_conditioned router can)"
+            )
+        recorded = manifest.get("descriptions") or {}
+        learned_text = [recorded.get(t) or get_tool(t).description for t in self.learned_tools]
+        descriptions = self.featurizer.tool_descriptions(learned_text)
+        self.router = Router(
+            self.featurizer.dim, config, len(self.learned_tools), descriptions, self.featurizer.columns
+        )
+        try:
+            self.router.load_state_dict(load_file(directory / "model.safetensors"))
+        except (RuntimeError, KeyError, OSError) as err:
+            raise PluginError(f"{directory}: model.safetensors does not fit the declared router ({err})") from err
+        if self.zero_shot_tools:
+            new = self.featurizer.tool_descriptions([get_tool(t).description for t in self.zero_shot_tools])
+            self.router.set_tools(torch.cat([descriptions, new]), [*range(len(descriptions)), *[None] * len(new)])
+        self.router.eval()
+
+    @property
+    def tools(self) -> list[str]:
+        """Every tool this plugin scores: the learned ones, then those added zero-shot."""
+        return self.learned_tools + self.zero_shot_tools
+
+    def select_many(self, samples) -> list[tuple[str, ...]]:
+        return [subset_ids(row, self.tools) for row in self.router.select(self.featurizer.of_samples(samples))]
+
+    def select(self, audio: str, question: str, choices=()) -> list[str]:
+        from ...data.sample import Sample
+
+        query = Sample(id="query", audio=str(audio), question=question, choices=tuple(choices), answer="")
+        return list(self.select_many([query])[0])
+
+    def probabilities(self, audio: str, question: str, choices=()) -> dict[str, float]:
+        probs = self.router.tool_probabilities(self.featurizer([question], [str(audio)], [tuple(choices)]))[0]
+        return {t: round(float(p), 4) for t, p in zip(self.tools, probs)}
+
+
+def open_plugin(directory: Path, manifest: dict, extra_tools=()) -> RouterPlugin:
+    return RouterPlugin(directory, manifest, extra_tools)

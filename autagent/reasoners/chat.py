@@ -1,0 +1,185 @@
+"""OpenAI chat messages with a clip in them: read (the clip, the question, the choices and any tool
+records shown) and written (the same messages with tool records added).
+
+The clip is the last user message's OpenAI ``input_audio`` part (base64 + format) or vLLM's
+``audio_url`` part with a ``data:`` URL.  The question and its choices come from that message's
+text: choices as ``(A) ...`` lines (or ``A. ...``, ``A) ...``), or one per line after a
+``Choices:`` line; an explicit ``choices`` list wins.  Records are shown exactly as evaluation shows
+them to a reasoner (:func:`autagent.reasoners.prompts.records_block`), ahead of the user's own text.
+
+Anything malformed raises :class:`BadRequest` with a message fit for a 400 reply.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import copy
+import hashlib
+import json
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .prompts import RECORDS_HEADER, records_block
+
+FORMATS = {"wav", "mp3", "flac", "ogg", "m4a", "webm"}
+CHOICE_LINE = re.compile(r"^\s*\(?([A-Z])[).:]\s*(.+?)\s*$")
+DATA_URL = re.compile(r"^data:audio/([\w.+-]+)(?:;[\w=.+-]+)*;base64,(.*)$", re.DOTALL)
+
+
+class BadRequest(ValueError):
+    """A request the service cannot serve, with the reason (an OpenAI-shaped 400)."""
+
+
+@dataclass
+class ChatQuery:
+    """What one request asks: the clip (a file named by its content), the question, the choices, the
+    records already shown in it (when a plugin service upstream added them)."""
+
+    audio: str
+    question: str
+    choices: tuple[str, ...]
+    records: list[dict] | None = None
+    audio_bytes: int = 0
+    remote: dict = field(default_factory=dict)
+
+
+def last_user_content(messages) -> list:
+    """The content parts of the last user message (a string content is one text part)."""
+    if not isinstance(messages, list) or not messages:
+        raise BadRequest("messages must be a non-empty list")
+    users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
+    if not users:
+        raise BadRequest("no user message")
+    content = users[-1].get("content")
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if not isinstance(content, list) or not all(isinstance(p, dict) for p in content):
+        raise BadRequest("the last user message's content must be text or a list of content parts")
+    return content
+
+
+def audio_source(parts: list) -> tuple[bytes | None, str | None, str | None]:
+    """(audio bytes, format, remote URL) from the content parts; BadRequest for a malformed part."""
+    for part in parts:
+        kind = part.get("type")
+        if kind == "input_audio":
+            audio = part.get("input_audio") or {}
+            fmt = str(audio.get("format", "")).lower()
+            if fmt not in FORMATS:
+                raise BadRequest(f"input_audio.format must be one of {sorted(FORMATS)}, got {fmt!r}")
+            return decode_base64(audio.get("data")), fmt, None
+        if kind == "audio_url":
+            url = str((part.get("audio_url") or {}).get("url", ""))
+            match = DATA_URL.match(url)
+            if match:
+                fmt = {"x-wav": "wav", "wave": "wav", "mpeg": "mp3", "x-flac": "flac"}.get(match[1], match[1])
+                return decode_base64(match[2]), fmt, None
+            if url.startswith(("http://", "https://")):
+                return None, None, url
+            raise BadRequest(
+                "audio_url must be a data: URL (or http(s) with --allow-remote-audio); files and paths are refused"
+            )
+    raise BadRequest("no audio: put the clip in the last user message as input_audio or an audio_url data: URL")
+
+
+def decode_base64(data) -> bytes:
+    if not isinstance(data, str) or not data:
+        raise BadRequest("the audio's base64 data is missing or empty")
+    try:
+        raw = base64.b64decode(data, validate=True)
+    except (binascii.Error, ValueError):
+        raise BadRequest("the audio's data is not valid base64") from None
+    if not raw:
+        raise BadRequest("the audio is empty")
+    return raw
+
+
+def store_audio(raw: bytes, fmt: str, folder: Path, max_bytes: int) -> Path:
+    """The clip as a file named by its content (so every cache keyed by content applies)."""
+    if len(raw) > max_bytes:
+        raise BadRequest(f"the audio is {len(raw)} bytes, over the {max_bytes}-byte limit")
+    folder.mkdir(parents=True, exist_ok=True)
+    path = folder / f"{hashlib.sha256(raw).hexdigest()}.{fmt}"
+    if not path.exists():
+        tmp = path.with_suffix(path.suffix + ".tmp")
+        tmp.write_bytes(raw)
+        tmp.replace(path)
+    return path
+
+
+def text_of(parts: list) -> str:
+    return "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+
+
+def split_records(text: str) -> tuple[list[dict] | None, str]:
+    """Records shown by :func:`with_records` (None if there are none) and the text after them."""
+    if not text.startswith(RECORDS_HEADER):
+        return None, text
+    body = text[len(RECORDS_HEADER) :]
+    first, _, rest = body.partition("\n")
+    try:
+        records = json.loads(first)
+    except json.JSONDecodeError:
+        raise BadRequest("the tool records in the prompt are not valid JSON") from None
+    if not isinstance(records, list):
+        raise BadRequest("the tool records in the prompt must be a JSON list")
+    return [dict(r, presented=True) for r in records if isinstance(r, dict)], rest.lstrip("\n")
+
+
+def question_and_choices(text: str, explicit=None) -> tuple[str, tuple[str, ...]]:
+    """The question and the choices written in ``text`` (or given as ``explicit``)."""
+    lines = [line.rstrip() for line in text.strip().splitlines()]
+    labelled = [(i, CHOICE_LINE.match(line)) for i, line in enumerate(lines)]
+    labelled = [(i, m) for i, m in labelled if m]
+    header = next((i for i, line in enumerate(lines) if line.strip().lower().rstrip(":") == "choices"), None)
+    if explicit is not None:
+        if not isinstance(explicit, list) or not all(isinstance(c, str) and c.strip() for c in explicit):
+            raise BadRequest("choices must be a list of non-empty strings")
+        choices, end = tuple(explicit), header if header is not None else (labelled[0][0] if labelled else len(lines))
+    elif labelled:
+        choices, end = tuple(m[2] for _, m in labelled), min(i for i, _ in labelled)
+        end = header if header is not None and header < end else end
+    elif header is not None:
+        choices = tuple(line.strip().lstrip("-*• ").strip() for line in lines[header + 1 :] if line.strip())
+        end = header
+    else:
+        choices, end = (), len(lines)
+    question = " ".join(line.strip() for line in lines[:end] if line.strip())
+    question = re.sub(r"^question:\s*", "", question, flags=re.IGNORECASE)
+    if len(set(choices)) != len(choices):
+        raise BadRequest("the choices repeat one another")
+    return question, choices
+
+
+def read_query(messages, explicit_choices, audio_folder: Path, max_bytes: int) -> ChatQuery:
+    """The clip, question, choices and shown records of a chat request; remote audio is returned as a
+    URL in ``remote`` for the caller to fetch (or refuse)."""
+    parts = last_user_content(messages)
+    raw, fmt, url = audio_source(parts)
+    records, text = split_records(text_of(parts))
+    question, choices = question_and_choices(text, explicit_choices)
+    if not question and not choices:
+        raise BadRequest("the last user message has no question text")
+    if url is not None:
+        return ChatQuery("", question, choices, records, remote={"url": url})
+    path = store_audio(raw, fmt, audio_folder, max_bytes)
+    return ChatQuery(str(path), question, choices, records, audio_bytes=len(raw))
+
+
+def with_records(messages: list, records: list[dict]) -> list:
+    """A copy of ``messages`` whose last user message's text starts with the records, shown exactly as
+    evaluation shows them to a reasoner; the clip and everything else are unchanged."""
+    out = copy.deepcopy(messages)
+    user = next(m for m in reversed(out) if isinstance(m, dict) and m.get("role") == "user")
+    block = records_block(records)
+    if isinstance(user.get("content"), str):
+        user["content"] = block + user["content"]
+        return out
+    texts = [p for p in user["content"] if p.get("type") == "text"]
+    if texts:
+        texts[0]["text"] = block + str(texts[0].get("text", ""))
+    else:
+        user["content"].append({"type": "text", "text": block})
+    return out

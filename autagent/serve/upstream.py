@@ -1,0 +1,156 @@
+"""What answers behind ``autagent serve``: any OpenAI-compatible server (through the ``openai`` SDK's
+client: bounded retries honouring ``Retry-After``, timeouts), or one of our reasoners in process.
+
+Both take a chat-completions body and give back the completion as JSON, or its server-sent events."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+import uuid
+from pathlib import Path
+
+
+class UpstreamError(RuntimeError):
+    """The upstream could not answer (down, timed out, junk): a 502 naming it; ``status`` is the
+    upstream's own 4xx status when it refused the request itself."""
+
+    def __init__(self, message: str, status: int | None = None, body=None):
+        super().__init__(message)
+        self.status, self.body = status, body
+
+
+class OpenAIUpstream:
+    def __init__(self, base_url: str, api_key_env: str, model: str | None, timeout_s: float, max_retries: int):
+        from ..reasoners.openai_compat import client
+
+        self.base_url, self.model = base_url.rstrip("/"), model
+        self.client = client(base_url, api_key_env, max_retries, timeout_s)
+
+    @property
+    def name(self) -> str:
+        return self.base_url
+
+    def _body(self, body: dict) -> dict:
+        """What goes upstream: the request as it came, less our own ``choices`` field (not an OpenAI
+        parameter), with the model name overridden when the service was told one."""
+        body = {k: v for k, v in body.items() if k != "choices"}
+        return {**body, "model": self.model} if self.model else body
+
+    def _error(self, err: Exception) -> UpstreamError:
+        import openai
+
+        from ..reasoners.openai_compat import failure_name
+
+        if isinstance(err, openai.APIStatusError) and 400 <= err.status_code < 500 and err.status_code != 429:
+            return UpstreamError(
+                f"upstream {self.base_url} refused the request: HTTP {err.status_code}",
+                err.status_code,
+                getattr(err, "body", None),
+            )
+        return UpstreamError(f"upstream {self.base_url}: {failure_name(err)}")
+
+    async def complete(self, body: dict) -> dict:
+        import openai
+
+        payload = {k: v for k, v in self._body(body).items() if k != "stream"}
+        try:
+            raw = await self.client.chat.completions.with_raw_response.create(**payload)
+            reply = json.loads(raw.http_response.text)
+        except openai.APIError as err:
+            raise self._error(err) from None
+        except ValueError:
+            raise UpstreamError(f"upstream {self.base_url}: the reply is not JSON") from None
+        if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list):
+            raise UpstreamError(f"upstream {self.base_url}: the reply is not a chat completion")
+        return reply
+
+    async def stream(self, body: dict):
+        """The upstream's server-sent event lines, as they come (the connection is opened before the
+        first line is yielded, so a refusal is an error, not a broken stream)."""
+        import openai
+
+        payload = {k: v for k, v in self._body(body).items() if k != "stream"}
+        manager = self.client.chat.completions.with_streaming_response.create(**payload, stream=True)
+        try:
+            response = await manager.__aenter__()
+        except openai.APIError as err:
+            raise self._error(err) from None
+
+        async def lines():
+            try:
+                async for line in response.http_response.aiter_lines():
+                    yield line + "\n"
+            finally:
+                await manager.__aexit__(None, None, None)
+
+        return lines()
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+class LocalReasoner:
+    """One of our reasoners (``embedded``, ``qwen2-audio``) behind the OpenAI chat API: the clip, the
+    question and the choices are read from the request, and so are tool records a plugin service in
+    front of it added; the reply is the reasoner's answer as a chat completion."""
+
+    def __init__(self, reasoner, kind: str, audio_dir: Path, max_audio_bytes: int):
+        self.reasoner, self.kind = reasoner, kind
+        self.audio_dir, self.max_audio_bytes = Path(audio_dir), max_audio_bytes
+        self.lock = threading.Lock()  # the reasoner and its answer cache are not thread-safe
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind} (in process)"
+
+    def _answer(self, body: dict) -> str:
+        from ..data.sample import Sample
+        from ..reasoners.chat import BadRequest, read_query
+
+        query = read_query(body.get("messages"), body.get("choices"), self.audio_dir, self.max_audio_bytes)
+        if query.remote:
+            raise BadRequest("the reasoner in process takes the clip as input_audio or a data: URL")
+        if len(query.choices) < 2:
+            raise BadRequest("the reasoner answers multiple-choice questions: give at least two choices")
+        sample = Sample(
+            id="request", audio=query.audio, question=query.question, choices=query.choices, answer=query.choices[0]
+        )
+        with self.lock:
+            (reply,) = self.reasoner.ask([(sample, query.records)])
+        if reply.error:
+            raise UpstreamError(f"reasoner {self.name}: {reply.error}")
+        return reply.text or ""
+
+    async def complete(self, body: dict) -> dict:
+        text = await asyncio.to_thread(self._answer, body)
+        return {
+            "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model") or self.kind,
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
+        }
+
+    async def stream(self, body: dict):
+        done = await self.complete(body)
+
+        async def lines():
+            base = {k: done[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}
+            text = done["choices"][0]["message"]["content"]
+            for delta, finish in (
+                ({"role": "assistant", "content": ""}, None),
+                ({"content": text}, None),
+                ({}, "stop"),
+            ):
+                chunk = base | {"choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+                yield f"data: {json.dumps(chunk)}\n\n"
+            yield "data: [DONE]\n\n"
+
+        return lines()
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self.reasoner.close)

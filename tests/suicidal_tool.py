@@ -1,0 +1,61 @@
+"""Test tools with deterministic faults: one SIGKILLs its own process on its k-th call overall (calls
+are counted in a file, so the actor Ray restarts does not kill itself again), one never answers:
+faults that depend neither on a timer nor on how fast a machine is."""
+
+from __future__ import annotations
+
+import os
+import signal
+from pathlib import Path
+
+from tools.base import Backend, ToolSpec, package_version
+
+
+def infer(model, audio, settings):
+    counter = Path(settings["counter"])
+    with open(counter, "a") as handle:
+        handle.write(f"{os.getpid()}\n")
+    killed = counter.with_suffix(".killed")
+    if len(counter.read_text().splitlines()) == settings["kill_at"] and not killed.exists():
+        killed.write_text(str(os.getpid()))
+        os.kill(os.getpid(), signal.SIGKILL)
+    return {"rms": round(float((audio.samples**2).mean() ** 0.5), 6), "seconds": round(audio.duration, 3)}
+
+
+SPEC = ToolSpec(
+    id="suicidal",
+    description="Measures loudness, and kills its own process once (a test tool).",
+    backends={
+        "embedded": Backend(
+            name="suicidal",
+            library_version=package_version("numpy"),
+            sample_rate=16000,
+            load=lambda settings: None,
+            infer=infer,
+            default_settings={"counter": "", "kill_at": 0},
+        )
+    },
+)
+
+
+def hang(model, audio, settings):
+    import time
+
+    time.sleep(settings["seconds"])
+    return {}
+
+
+HANGING = ToolSpec(
+    id="hanging",
+    description="Never answers in time (a test tool).",
+    backends={
+        "embedded": Backend(
+            name="hanging",
+            library_version=package_version("numpy"),
+            sample_rate=16000,
+            load=lambda settings: None,
+            infer=hang,
+            default_settings={"seconds": 600},
+        )
+    },
+)
