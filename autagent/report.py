@@ -159,6 +159,7 @@ def plot_accuracy(metrics: dict, path: Path) -> None:
     ax.bar(range(len(names)), values, color=colors)
     ax.set_xticks(range(len(names)), [label(n) for n in names], rotation=45, ha="right", fontsize=8)
     ax.set_ylabel("accuracy (%)")
+    ax.set_ylim(0, max(values, default=0) * 1.1 + 1)  # room for the labels above the tallest bar
     ax.set_title(f"{metrics['dataset']} / {metrics['reasoner']}")
     for i, v in enumerate(values):
         ax.text(i, v + 0.5, f"{v:.1f}", ha="center", fontsize=7)
