@@ -52,6 +52,24 @@ def tool_manifest(tool_ids, profile: str, settings: dict | None = None, max_seco
     ]
 
 
+WALL_CLOCK_SUFFIXES = ("_seconds", "_time", "_runtime", "_per_second")
+
+
+def without_timings(metrics):
+    """``metrics`` as a plugin records them: wall-clock figures (the router's ``step_seconds``, TRL's
+    ``step_time``, ``train_seconds``, transformers' ``train_runtime``...) dropped at any depth, so that
+    the same training gives the same content hash on any machine and at any load."""
+    if isinstance(metrics, dict):
+        return {
+            key: without_timings(value)
+            for key, value in metrics.items()
+            if not (isinstance(key, str) and key.endswith(WALL_CLOCK_SUFFIXES))
+        }
+    if isinstance(metrics, list):
+        return [without_timings(value) for value in metrics]
+    return metrics
+
+
 def export_plugin(
     directory: str | Path,
     policy: str,
@@ -63,8 +81,8 @@ def export_plugin(
     fields: dict,
 ) -> Path:
     """Write a plugin atomically: ``write_files(tmp)`` saves the weights, then every file is hashed
-    into the manifest (signed when ``$AUTAGENT_PLUGIN_SIGNING_KEY`` names a key file); the folder is
-    built as ``<dir>.tmp`` and renamed into place."""
+    into the manifest (signed when ``$AUTAGENT_PLUGIN_SIGNING_KEY`` names a key file), its metrics
+    without wall-clock figures; the folder is built as ``<dir>.tmp`` and renamed into place."""
     directory = Path(directory)
     tmp = directory.with_name(directory.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
@@ -78,6 +96,8 @@ def export_plugin(
         "tools_profile": tools_profile,
         **fields,
     }
+    if "metrics" in head:
+        head["metrics"] = without_timings(head["metrics"])
     (tmp / "README.md").write_text(model_card(head))
     names, odd = folder_entries(tmp)
     refused = sorted(n for n in names if not n.endswith(ALLOWED_SUFFIXES)) + odd

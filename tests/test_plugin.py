@@ -40,6 +40,22 @@ def exported(tmp_path_factory):
     return path, router, featurizer
 
 
+def test_the_same_training_gives_the_same_content_hash_whatever_its_timings(exported, tmp_path):
+    """Two fresh clones trained the same plugin but hashed it differently: the manifest carried the
+    last step's wall-clock time.  Timings are dropped at any depth; every other metric still counts."""
+    _, router, featurizer = exported
+
+    def export(name, metrics):
+        args = (router, featurizer, TOOLS, "embedded", {}, 30.0, {"name": "test"}, metrics)
+        return json.loads((export_router(tmp_path / name, *args) / "manifest.json").read_text())
+
+    slow = export("slow", {"final": {"loss": 0.5, "step_seconds": 0.019, "step_time": 3.0}, "train_seconds": 9})
+    fast = export("fast", {"final": {"loss": 0.5, "step_seconds": 0.022, "step_time": 1.0}, "train_seconds": 7})
+    other = export("other", {"final": {"loss": 0.4, "step_seconds": 0.019}})
+    assert slow["metrics"] == {"final": {"loss": 0.5}}
+    assert slow["content_hash"] == fast["content_hash"] != other["content_hash"]
+
+
 def _copy(src, tmp_path, name="copy"):
     dst = tmp_path / name
     shutil.copytree(src, dst)
