@@ -22,19 +22,21 @@ def infer(model, audio, settings):
     return {"rms": round(float((audio.samples**2).mean() ** 0.5), 6), "seconds": round(audio.duration, 3)}
 
 
-SPEC = ToolSpec(
-    id="suicidal",
-    description="Measures loudness, and kills its own process once (a test tool).",
-    backends={
-        "embedded": Backend(
-            name="suicidal",
-            library_version=package_version("numpy"),
-            sample_rate=16000,
-            load=lambda settings: None,
-            infer=infer,
-            default_settings={"counter": "", "kill_at": 0},
-        )
-    },
+def fault_tool(tool_id: str, description: str, infer, **default_settings) -> ToolSpec:
+    """A one-backend test tool: cheap to load (no model), ``infer`` decides how it fails."""
+    backend = Backend(
+        name=tool_id,
+        library_version=package_version("numpy"),
+        sample_rate=16000,
+        load=lambda settings: None,
+        infer=infer,
+        default_settings=default_settings,
+    )
+    return ToolSpec(id=tool_id, description=description, backends={"embedded": backend})
+
+
+SPEC = fault_tool(
+    "suicidal", "Measures loudness, and kills its own process once (a test tool).", infer, counter="", kill_at=0
 )
 
 
@@ -45,17 +47,4 @@ def hang(model, audio, settings):
     return {}
 
 
-HANGING = ToolSpec(
-    id="hanging",
-    description="Never answers in time (a test tool).",
-    backends={
-        "embedded": Backend(
-            name="hanging",
-            library_version=package_version("numpy"),
-            sample_rate=16000,
-            load=lambda settings: None,
-            infer=hang,
-            default_settings={"seconds": 600},
-        )
-    },
-)
+HANGING = fault_tool("hanging", "Never answers in time (a test tool).", hang, seconds=600)

@@ -364,30 +364,16 @@ def test_32_concurrent_clients_on_a_bounded_service_each_get_an_answer_or_a_429(
 
 
 def test_a_failing_tool_drops_only_its_record(tmp_path, melody_wav):
-    """A tool whose model cannot load gives an error record: the request is answered with the other
+    """A tool that fails gives an error record: the request is answered with the other
     tool's record, and the reply names the failed one."""
-    from tools.base import Backend, ToolSpec, package_version
+    from suicidal_tool import fault_tool
+
     from tools.registry import register
 
     def broken(model, audio, settings):
         raise RuntimeError("the broken tool always fails")
 
-    register(
-        ToolSpec(
-            id="broken_tool",
-            description="Always fails (a test tool).",
-            backends={
-                "embedded": Backend(
-                    name="broken",
-                    library_version=package_version("numpy"),
-                    sample_rate=16000,
-                    load=lambda s: None,
-                    infer=broken,
-                )
-            },
-        ),
-        "tests",
-    )
+    register(fault_tool("broken_tool", "Always fails (a test tool).", broken), "tests")
     torch.manual_seed(0)
     featurizer = Featurizer(RouterConfig())
     router = Router(featurizer.dim, RouterConfig(init_bias=4.0), 2)
