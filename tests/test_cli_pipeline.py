@@ -26,6 +26,7 @@ def tiny_config(tiny_bench, tmp_path):
         },
         "tools": {"executor": "local", "cache_dir": str(tiny_bench["cache"]), "enabled": list(tiny_bench["tools"])},
         "grpo": {"steps": 4, "batch_size": 8, "learning_rate": 0.01},
+        "policy": {"router": {"input_dropout": {"choices": 0.5}, "unfamiliar_fallback": {"choices": 0.01}}},
         "logging": {"wandb": False, "progress": False},
     }
     path = tmp_path / "tiny.yaml"
@@ -59,6 +60,11 @@ def test_train_then_resume_then_eval_select_answer(tiny_config, tiny_bench, tmp_
     best = metrics["methods"]["oracle_subsets"]["accuracy"]
     assert all(m["accuracy"] <= best + 1e-9 for m in metrics["methods"].values())
     assert metrics["training"]["reasoner_calls"] < metrics["training"]["naive_reasoner_calls"]
+    from safetensors.torch import load_file
+
+    weights = load_file(run_dir / "plugin" / "model.safetensors")  # the familiarity bank and cut travel with it
+    assert metrics["training"]["unfamiliar_cuts"]["choices"] == round(float(weights["familiar_choices_cut"]), 4)
+    assert weights["familiar_choices_bank"].shape[0] > 1
     assert (
         metrics["plugin"]["content_hash"] == json.loads((run_dir / "plugin/manifest.json").read_text())["content_hash"]
     )

@@ -148,6 +148,11 @@ def test_input_dropout_blanks_only_the_named_input_at_its_rate_and_is_validated(
     for bad in ({"audio": 0.5, "nope": 0.1}, {"question": 1.0}):
         with pytest.raises(ValueError, match="input_dropout"):
             RouterConfig(inputs=["question", "choices"], input_dropout=bad)
+    # the input ablations keep the default's dropout and fallback: an input not read has nothing to blank
+    ablated = RouterConfig(
+        inputs=["question"], input_dropout={"choices": 0.5, "question": 0.1}, unfamiliar_fallback={"choices": 0.01}
+    )
+    assert ablated.input_dropout == {"question": 0.1} and ablated.unfamiliar_fallback == {}
 
 
 def test_choice_spread_says_what_the_options_differ_in():
@@ -254,3 +259,34 @@ def test_a_failing_reasoner_stops_training_naming_the_server_and_its_last_failur
     assert "max_failure_rate 5 %" in message and reasoner.failures > 0.05 * reasoner.calls
     healthy = _trainer(setup, steps=1)
     assert healthy.train()[-1]["reasoner_failures"] == 0
+
+
+def test_unfamiliar_choices_are_blanked_when_selecting_and_the_cut_travels_with_the_weights(setup):
+    """``unfamiliar_fallback``: choices less like any training query's than the cut are zeroed (as
+    input_dropout zeroes them in training) before selecting; familiar ones are left alone; the bank and
+    the cut are part of the state dict, so a plugin loaded elsewhere blanks the same queries."""
+    featurizer, samples, features, *_ = setup
+    config = RouterConfig(input_dropout={"choices": 0.5}, unfamiliar_fallback={"choices": 0.0})
+    descriptions = featurizer.tool_descriptions(["a tool", "another tool"])
+    torch.manual_seed(0)
+    router = Router(featurizer.dim, config, 2, descriptions, featurizer.columns).eval()
+    cuts = router.fit_familiarity(features)  # no dev: each training query against its nearest other one
+    assert -1.0 < cuts["choices"] < 1.0
+    strange = featurizer(
+        [samples[0].question], [samples[0].audio], [("Form 1040 is due on April 15", "Form 1099 is due in May")]
+    )
+    queries = torch.cat([features[:3], strange])
+    assert router.unfamiliar(queries)["choices"].tolist() == [False, False, False, True]
+    start, end = featurizer.columns["choices"]
+    blanked = router.blank_unfamiliar(queries)
+    assert torch.equal(blanked[:3], queries[:3]) and torch.equal(blanked[3, :start], queries[3, :start])
+    assert (blanked[3, start:end] == 0).all() and torch.equal(blanked[3, end:], queries[3, end:])
+    as_selected = router.tool_probabilities(queries)
+    assert torch.equal(as_selected, torch.sigmoid(router.logits(blanked)))
+    assert not torch.allclose(as_selected[3], torch.sigmoid(router.logits(queries))[3])  # blanking mattered
+    loaded = Router(featurizer.dim, config, 2, descriptions, featurizer.columns).eval()
+    assert loaded.unfamiliar(queries) == {}  # never fitted: nothing is unfamiliar
+    loaded.load_state_dict(router.state_dict())
+    assert torch.equal(loaded.unfamiliar(queries)["choices"], router.unfamiliar(queries)["choices"])
+    with pytest.raises(ValueError, match="unfamiliar_fallback"):
+        RouterConfig(unfamiliar_fallback={"choices": 0.01})  # not blanked in training: the router never saw it

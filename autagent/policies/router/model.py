@@ -86,6 +86,14 @@ class RouterConfig:
     """Training only: the chance that an input is blanked for a query in a step, e.g. ``{question: 0.5}``
     (modality dropout), meant to make the router decide from the choices and the clip, since test
     questions are worded in ways training never saw. Off by default (docs/results.md, "Router inputs")."""
+    unfamiliar_fallback: dict = field(default_factory=dict)
+    """Selection only: input -> a share q, e.g. ``{choices: 0.01}``. A query whose input is less like
+    its nearest training query's than all but a share q of the dev queries' are (cosine of the input's
+    embedding) has that input blanked when the router selects, as ``input_dropout`` blanks it in
+    training (so the input must be there too): on text unlike anything it trained on, the router
+    decides from the inputs it knows rather than from an embedding region it never saw. The training
+    embeddings and the cut are kept in the plugin. Off by default (docs/results.md, "Unfamiliar
+    choices")."""
 
     def __post_init__(self):
         unknown = [x for x in self.inputs if x not in INPUTS]
@@ -94,12 +102,25 @@ class RouterConfig:
         bad = {
             k: v
             for k, v in self.input_dropout.items()
-            if k not in self.inputs or not isinstance(v, (int, float)) or not 0 <= v < 1
+            if k not in INPUTS or not isinstance(v, (int, float)) or not 0 <= v < 1
         }
         if bad:
             raise ValueError(
-                f"policy.router.input_dropout maps inputs in {self.inputs} to a chance in [0, 1), got {bad}"
+                f"policy.router.input_dropout maps inputs of {list(INPUTS)} to a chance in [0, 1), got {bad}"
             )
+        bad = {
+            k: v
+            for k, v in self.unfamiliar_fallback.items()
+            if k not in self.input_dropout or not isinstance(v, (int, float)) or not 0 <= v < 1
+        }
+        if bad:
+            raise ValueError(
+                "policy.router.unfamiliar_fallback maps inputs that input_dropout blanks in training "
+                f"({sorted(self.input_dropout)}) to a share of dev queries in [0, 1), got {bad}"
+            )
+        # an input the router does not read has nothing to blank (the input ablations keep the rest)
+        self.input_dropout = {k: v for k, v in self.input_dropout.items() if k in self.inputs}
+        self.unfamiliar_fallback = {k: v for k, v in self.unfamiliar_fallback.items() if k in self.inputs}
         if self.hidden < 1:
             raise ValueError(f"policy.router.hidden must be >= 1, got {self.hidden}")
         if self.scorer not in SCORERS:
@@ -121,6 +142,12 @@ class Router(nn.Module):
     ):
         super().__init__()
         self.config = config
+        self.familiar_columns = familiar_columns(config, columns, descriptions)
+        self.columns_of_inputs = dict(columns or {})
+        """Input -> its feature columns, all of them (what blanking zeroes)."""
+        for name, (start, end) in self.familiar_columns.items():
+            self.register_buffer(f"familiar_{name}_bank", torch.zeros(0, end - start))
+            self.register_buffer(f"familiar_{name}_cut", torch.tensor(-2.0))  # unfitted: nothing is unfamiliar
         if config.scorer == "per_tool":
             self.net = nn.Sequential(
                 nn.LayerNorm(input_dim),
@@ -149,6 +176,55 @@ class Router(nn.Module):
         self.similarity = nn.Parameter(torch.full((len(self.columns),), float(config.similarity_init)))
         self.offset = nn.Parameter(torch.zeros(num_tools)) if config.tool_offset else None
         self.set_tools(descriptions)
+
+    def fit_familiarity(self, train: torch.Tensor, dev: torch.Tensor | None = None) -> dict:
+        """Keep the training queries' embeddings of each ``unfamiliar_fallback`` input and set its cut:
+        the share-q quantile of the dev queries' cosine to their nearest training query (without dev,
+        each training query's to its nearest other one). Returns input -> cut."""
+        cuts = {}
+        for name, share in self.config.unfamiliar_fallback.items():
+            bank = torch.unique(self._identity(train, name), dim=0)
+            if dev is not None and len(dev):
+                nearest = (self._identity(dev, name) @ bank.T).amax(-1)
+            else:
+                sims = (bank @ bank.T).fill_diagonal_(-2.0)
+                nearest = sims.amax(-1)
+            cut = torch.quantile(nearest, float(share))
+            setattr(self, f"familiar_{name}_bank", bank)
+            setattr(self, f"familiar_{name}_cut", cut)
+            cuts[name] = round(float(cut), 4)
+        return cuts
+
+    def _identity(self, features: torch.Tensor, name: str) -> torch.Tensor:
+        start, end = self.familiar_columns[name]
+        return nn.functional.normalize(features[:, start:end].float(), dim=-1)
+
+    def unfamiliar(self, features: torch.Tensor) -> dict[str, torch.Tensor]:
+        """Input -> ``[B]`` bool: the queries whose input is less like any training query's than the cut."""
+        out = {}
+        for name in self.familiar_columns:
+            bank = getattr(self, f"familiar_{name}_bank")
+            if len(bank):
+                out[name] = (self._identity(features, name) @ bank.T).amax(-1) < getattr(self, f"familiar_{name}_cut")
+        return out
+
+    def blank_unfamiliar(self, features: torch.Tensor) -> torch.Tensor:
+        """``features`` with each unfamiliar input blanked (zeros, as ``input_dropout`` blanks it)."""
+        masks = self.unfamiliar(features)
+        if not masks:
+            return features
+        out = features.clone()
+        for name, mask in masks.items():
+            start, end = self.columns_of_inputs[name]
+            out[mask, start:end] = 0.0
+        return out
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        for name in self.familiar_columns:  # a fitted bank has as many rows as the training queries
+            key = f"{prefix}familiar_{name}_bank"
+            if key in state_dict:
+                setattr(self, f"familiar_{name}_bank", torch.zeros_like(state_dict[key]))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def set_tools(self, descriptions: torch.Tensor, learned: list[int | None] | None = None) -> None:
         """The tools to score (``tool_conditioned``): their description embeddings, and for each the
@@ -230,17 +306,33 @@ class Router(nn.Module):
 
     @torch.no_grad()
     def select(self, features: torch.Tensor) -> torch.Tensor:
-        """Greedy subsets ``[B, T]``: each tool whose probability exceeds one half (none if it abstains)."""
-        tools, call = self.heads(features)
+        """Greedy subsets ``[B, T]``: each tool whose probability exceeds one half (none if it abstains);
+        unfamiliar inputs blanked first (``unfamiliar_fallback``)."""
+        tools, call = self.heads(self.blank_unfamiliar(features))
         chosen = (tools > 0).float()
         return chosen if call is None else chosen * (call > 0).float().unsqueeze(-1)
 
     @torch.no_grad()
     def tool_probabilities(self, features: torch.Tensor) -> torch.Tensor:
-        """Each tool's marginal probability of being called (times σ(c) with ``abstain``)."""
-        tools, call = self.heads(features)
+        """Each tool's marginal probability of being called (times σ(c) with ``abstain``), as selected."""
+        tools, call = self.heads(self.blank_unfamiliar(features))
         probs = torch.sigmoid(tools)
         return probs if call is None else probs * torch.sigmoid(call).unsqueeze(-1)
+
+
+def familiar_columns(config: RouterConfig, columns: dict | None, descriptions: torch.Tensor | None) -> dict:
+    """Input -> the columns whose cosine measures familiarity: a text input's embedding (the choices'
+    mean, not their statistics), the whole audio profile."""
+    if not config.unfamiliar_fallback:
+        return {}
+    if columns is None or descriptions is None:
+        raise ValueError("policy.router.unfamiliar_fallback needs the feature columns and the text dimension")
+    text_dim = descriptions.shape[1]
+    return {
+        name: (start, end if name == "audio" else start + text_dim)
+        for name, (start, end) in columns.items()
+        if name in config.unfamiliar_fallback
+    }
 
 
 def drop_inputs(features: torch.Tensor, columns: dict, dropout: dict, generator: torch.Generator) -> torch.Tensor:

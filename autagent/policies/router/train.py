@@ -330,6 +330,7 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
         featurizer.tool_descriptions(list(descriptions.values())),
         featurizer.columns,
     )
+    cuts = policy.fit_familiarity(features, dev[0] if dev else None)  # {} unless unfamiliar_fallback
     trainer = RouterTrainer(
         policy,
         features,
@@ -357,6 +358,7 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
         "tool_runs": ctx.pool.computed,
         "naive_tool_runs": counters.naive_tool_runs,
         "reasoner_failures": ctx.reasoner.failures,
+        "unfamiliar_cuts": cuts,
         "final": history[-1] if history else None,
     }
     plugin_dir = export_router(
