@@ -211,13 +211,7 @@ class Router(nn.Module):
     def blank_unfamiliar(self, features: torch.Tensor) -> torch.Tensor:
         """``features`` with each unfamiliar input blanked (zeros, as ``input_dropout`` blanks it)."""
         masks = self.unfamiliar(features)
-        if not masks:
-            return features
-        out = features.clone()
-        for name, mask in masks.items():
-            start, end = self.columns_of_inputs[name]
-            out[mask, start:end] = 0.0
-        return out
+        return blank_inputs(features, self.columns_of_inputs, masks) if masks else features
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         for name in self.familiar_columns:  # a fitted bank has as many rows as the training queries
@@ -335,14 +329,20 @@ def familiar_columns(config: RouterConfig, columns: dict | None, descriptions: t
     }
 
 
+def blank_inputs(features: torch.Tensor, columns: dict, masks: dict) -> torch.Tensor:
+    """A copy of ``features [B, D]`` with each input's columns zeroed on the rows its ``[B]`` mask marks:
+    how training drops an input and how selection sets an unfamiliar one aside, alike."""
+    out = features.clone()
+    for name, rows in masks.items():
+        start, end = columns[name]
+        out[rows, start:end] = 0.0
+    return out
+
+
 def drop_inputs(features: torch.Tensor, columns: dict, dropout: dict, generator: torch.Generator) -> torch.Tensor:
     """A copy of ``features [B, D]`` with each input blanked (zeros) for a query with its ``dropout`` chance."""
-    out = features.clone()
-    for name, chance in dropout.items():
-        start, end = columns[name]
-        blank = torch.rand(len(out), generator=generator) < chance
-        out[blank, start:end] = 0.0
-    return out
+    masks = {name: torch.rand(len(features), generator=generator) < chance for name, chance in dropout.items()}
+    return blank_inputs(features, columns, masks)
 
 
 def subset_ids(row, tool_ids) -> tuple[str, ...]:
