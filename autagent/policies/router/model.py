@@ -185,7 +185,7 @@ class Router(nn.Module):
         for name, share in self.config.unfamiliar_fallback.items():
             bank = torch.unique(self._identity(train, name), dim=0)
             if dev is not None and len(dev):
-                nearest = (self._identity(dev, name) @ bank.T).amax(-1)
+                nearest = self._nearest(dev, name, bank)
             else:
                 sims = (bank @ bank.T).fill_diagonal_(-2.0)
                 nearest = sims.amax(-1)
@@ -199,13 +199,17 @@ class Router(nn.Module):
         start, end = self.familiar_columns[name]
         return nn.functional.normalize(features[:, start:end].float(), dim=-1)
 
+    def _nearest(self, features: torch.Tensor, name: str, bank: torch.Tensor) -> torch.Tensor:
+        """``[B]`` each query's cosine (input ``name``) to its nearest row of ``bank``."""
+        return (self._identity(features, name) @ bank.T).amax(-1)
+
     def unfamiliar(self, features: torch.Tensor) -> dict[str, torch.Tensor]:
         """Input -> ``[B]`` bool: the queries whose input is less like any training query's than the cut."""
         out = {}
         for name in self.familiar_columns:
             bank = getattr(self, f"familiar_{name}_bank")
             if len(bank):
-                out[name] = (self._identity(features, name) @ bank.T).amax(-1) < getattr(self, f"familiar_{name}_cut")
+                out[name] = self._nearest(features, name, bank) < getattr(self, f"familiar_{name}_cut")
         return out
 
     def blank_unfamiliar(self, features: torch.Tensor) -> torch.Tensor:
