@@ -170,6 +170,51 @@ def test_benchmark_is_deterministic(tmp_path):
     assert strip(other["test"]) != strip(paths_a["test"])
 
 
+def test_training_only_listening_kinds_replace_some_train_rows_and_leave_the_rest_as_they_were(tmp_path):
+    """``listening_share`` swaps a share of train rows for style/mood/instrument questions a listen
+    settles; every other train row, and the whole test split (questions and audio), stay v5's."""
+    from autagent.data.generator import EmbeddedBenchmarkConfig, generate, listening
+
+    config = dict(seed=5, sizes={"train": 20, "test": 3}, workers=2)
+    mixed = generate(EmbeddedBenchmarkConfig(root=str(tmp_path / "a"), listening_share=0.3, **config), progress=False)
+    plain = generate(EmbeddedBenchmarkConfig(root=str(tmp_path / "b"), listening_share=0.0, **config), progress=False)
+    rows = {
+        name: {s: json.loads(p.read_text()) for s, p in paths.items()} for name, paths in (("a", mixed), ("b", plain))
+    }
+    assert rows["a"]["test"] == rows["b"]["test"]
+    assert _digest(tmp_path / "a" / "audio" / "test") == _digest(tmp_path / "b" / "audio" / "test")
+    swapped = [a for a, b in zip(rows["a"]["train"], rows["b"]["train"]) if a != b]
+    kept = [a for a, b in zip(rows["a"]["train"], rows["b"]["train"]) if a == b]
+    assert 2 <= len(swapped) <= 12 and kept
+    assert {r["category"] for r in swapped} <= set(listening.KINDS)
+    assert not {r["category"] for r in kept} & set(listening.KINDS)
+    for row in swapped:
+        assert row["answer"] in row["choices"] and row["task"] == "music"
+        assert row["question"].rstrip() and not row["tools"]
+    with pytest.raises(ValueError, match="listening_share"):
+        EmbeddedBenchmarkConfig(listening_share=1.5)
+    with pytest.raises(ValueError, match="listening_kinds: unknown kinds \\['music_presence'\\]"):
+        EmbeddedBenchmarkConfig(listening_kinds=["music_presence"])
+
+
+def test_listening_kinds_ask_in_their_own_words_about_audio_that_is_heard():
+    """Each training-only kind: its own phrasings (plain, framed or terse), distinct choices with the
+    answer among them, music audio that is finite and audible."""
+    from autagent.data.generator import listening
+    from autagent.data.generator.kinds import Ctx
+    from autagent.data.generator.phrasings import PHRASINGS
+
+    for kind, (make, _) in listening.KINDS.items():
+        assert kind not in PHRASINGS
+        for seed in range(6):
+            item = make(Ctx(np.random.default_rng(seed), "train"))
+            assert item.answer in item.choices and len(set(item.choices)) == len(item.choices) >= 2, kind
+            assert np.isfinite(item.audio).all() and np.abs(item.audio).max() > 1e-3, kind
+            plain = [re.sub(r"\\{i\\}", ".+", re.escape(p)) for p in listening.PHRASINGS[kind]]
+            asked = any(re.search(w, item.question, re.IGNORECASE) for w in plain)
+            assert asked or item.question in listening.TERSE.get(kind, ()), item.question
+
+
 def test_phrasings_voices_and_sentences_of_the_test_split_are_held_out(tiny_bench):
     from autagent.data.generator import vocab
     from autagent.data.generator.phrasings import PHRASINGS

@@ -37,6 +37,7 @@ import numpy as np
 from .. import synth
 from ..loaders import write_mmau
 from ..sample import Sample
+from . import listening
 from .describe import describe
 from .kinds import (
     Ctx,
@@ -116,6 +117,12 @@ class EmbeddedBenchmarkConfig:
     """Question kinds to generate (all by default)."""
     workers: int = 2
     """Processes that synthesise audio."""
+    listening_share: float = 0.0
+    """Share of train and dev rows replaced by a training-only kind (:mod:`.listening`: music questions
+    about style and mood that a coarse listen settles); 0, the default, is v5 as it was.  Drawn from a
+    random stream of its own, so the other rows, and the whole test split, stay as they were."""
+    listening_kinds: list = field(default_factory=list)
+    """Which training-only kinds those rows draw from (all by default)."""
 
     def __post_init__(self):
         unknown = sorted(set(self.kinds) - set(KINDS))
@@ -124,6 +131,13 @@ class EmbeddedBenchmarkConfig:
         bad = {k: v for k, v in self.sizes.items() if not isinstance(v, int) or v < 0}
         if bad or not self.sizes:
             raise ValueError(f"data.benchmark.sizes must map split names to row counts >= 0, got {self.sizes}")
+        unknown = sorted(set(self.listening_kinds) - set(listening.KINDS))
+        if unknown:
+            raise ValueError(
+                f"data.benchmark.listening_kinds: unknown kinds {unknown}; known: {sorted(listening.KINDS)}"
+            )
+        if not 0.0 <= self.listening_share <= 1.0:
+            raise ValueError(f"data.benchmark.listening_share must be in [0, 1], got {self.listening_share}")
 
 
 def pool_of(split: str) -> str:
@@ -132,11 +146,16 @@ def pool_of(split: str) -> str:
 
 
 def _make_one(args) -> dict:
-    root, split, index, seed, kinds = args
+    root, split, index, seed, kinds, (listening_share, listening_kinds) = args
     rng = np.random.default_rng([seed, index, zlib.crc32(split.encode())])
-    weights = np.array([KINDS[k][1] for k in kinds], dtype=float)
+    table = KINDS
+    if pool_of(split) == "train":  # a stream of its own: the other rows are drawn as if it did not exist
+        aside = np.random.default_rng([seed, index, zlib.crc32(split.encode()), 1])
+        if aside.random() < listening_share:
+            rng, table, kinds = aside, listening.KINDS, listening_kinds
+    weights = np.array([table[k][1] for k in kinds], dtype=float)
     kind = kinds[int(rng.choice(len(kinds), p=weights / weights.sum()))]
-    item = KINDS[kind][0](Ctx(rng, pool_of(split)))
+    item = table[kind][0](Ctx(rng, pool_of(split)))
     audio = synth.normalise(item.audio, float(rng.uniform(-12, -3)))
     sample_id = f"{split}-{index:05d}"
     path = Path(root) / "audio" / split / f"{sample_id}.wav"
@@ -159,7 +178,15 @@ def generate(config: EmbeddedBenchmarkConfig, progress: bool = True) -> dict[str
 
     root = Path(config.root)
     kinds = list(config.kinds) or list(KINDS)
-    stamp = {"seed": config.seed, "sizes": config.sizes, "kinds": kinds, "version": VERSION}
+    listening_kinds = list(config.listening_kinds) or list(listening.KINDS)
+    stamp = {
+        "seed": config.seed,
+        "sizes": config.sizes,
+        "kinds": kinds,
+        "version": VERSION,
+    }
+    if config.listening_share:  # v5's stamps stay valid when the training-only kinds are off
+        stamp["listening"] = [config.listening_share, listening_kinds]
     stamp_path = root / "benchmark.json"
     outputs = {split: root / f"{split}.json" for split in config.sizes}
     if (
@@ -170,7 +197,8 @@ def generate(config: EmbeddedBenchmarkConfig, progress: bool = True) -> dict[str
         return outputs
     stamp_path.unlink(missing_ok=True)
     for split, size in config.sizes.items():
-        jobs = [(str(root), split, i, config.seed, kinds) for i in range(size)]
+        aside = (config.listening_share, listening_kinds)
+        jobs = [(str(root), split, i, config.seed, kinds, aside) for i in range(size)]
         with ProcessPoolExecutor(max_workers=max(1, config.workers)) as pool:
             rows = list(
                 tqdm(pool.map(_make_one, jobs, chunksize=4), total=size, desc=f"generate {split}", disable=not progress)

@@ -36,15 +36,17 @@ class Ctx:
     def pick(self, seq):
         return seq[int(self.rng.integers(len(seq)))]
 
-    def ask(self, kind: str, **slots) -> str:
-        """A phrasing of ``kind`` from this pool.  Training questions are also worded tersely and framed
-        by context or instructions (:data:`TRAIN_FRAMES`, :data:`TRAIN_TERSE`); test questions never are."""
-        question = self.pick(PHRASINGS[kind][self.pool]).format(**slots)
+    def ask(self, kind: str, phrasings=None, terse=None, **slots) -> str:
+        """A phrasing of ``kind`` from this pool (or from ``phrasings``, a training-only kind's).  Training
+        questions are also worded tersely and framed by context or instructions (:data:`TRAIN_FRAMES`,
+        :data:`TRAIN_TERSE` or ``terse``); test questions never are."""
+        question = self.pick(phrasings or PHRASINGS[kind][self.pool]).format(**slots)
         if self.pool != "train":
             return question
+        terse = TRAIN_TERSE if terse is None else terse
         style = int(self.rng.integers(6))  # 0-2 plain, 3-4 framed, 5 terse
-        if style == 5 and kind in TRAIN_TERSE:
-            return self.pick(TRAIN_TERSE[kind])
+        if style == 5 and kind in terse:
+            return self.pick(terse[kind])
         if style >= 3:
             return self.pick(TRAIN_FRAMES).format(q=question, lower=question[:1].lower() + question[1:])
         return question
