@@ -55,6 +55,9 @@ class GRPOConfig:
     """ε added to the std in the normalised estimators."""
     advantage: str = "reward"
     """Advantage estimator: group (Eq. 2), reward (Algorithm 1: A = r) or batch; see the module docstring."""
+    entropy_coef: float = 0.0
+    """Router only: weight of a bonus on the mean per-tool Bernoulli entropy of the policy, which keeps
+    a tool that helps on few queries (emotion, speakers) sampled; 0 is the paper's objective."""
     loss_type: str = "grpo"
     """The LM policy's TRL loss: grpo (the paper's, per-sequence mean), dapo, dr_grpo or bnpo."""
 
@@ -66,6 +69,8 @@ class GRPOConfig:
         for name in ("batch_size", "steps", "inner_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"grpo.{name} must be >= 1, got {getattr(self, name)}")
+        if self.entropy_coef < 0:
+            raise ValueError(f"grpo.entropy_coef must be >= 0, got {self.entropy_coef}")
         if self.learning_rate <= 0 or self.clip_epsilon <= 0 or self.beta < 0:
             raise ValueError("grpo.learning_rate and grpo.clip_epsilon must be > 0, grpo.beta >= 0")
         if self.advantage not in ADVANTAGES:

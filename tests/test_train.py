@@ -26,11 +26,15 @@ def setup(tiny_bench):
     return featurizer, samples, features, tiny_bench["records"], reasoner, tiny_bench["tools"]
 
 
-def _trainer(setup, steps, run_dir=None, seed=0, reward="differential", advantage="reward", tool_cost=0.0, router=None):
+def _trainer(
+    setup, steps, run_dir=None, seed=0, reward="differential", advantage="reward", tool_cost=0.0, router=None, **grpo
+):
     featurizer, samples, features, records, reasoner, tools = setup
     torch.manual_seed(seed)
     policy = Router(featurizer.dim, router or RouterConfig(), len(tools))
-    grpo = GRPOConfig(steps=steps, batch_size=8, group_size=6, learning_rate=0.01, beta=0.02, advantage=advantage)
+    grpo = GRPOConfig(
+        steps=steps, batch_size=8, group_size=6, learning_rate=0.01, beta=0.02, advantage=advantage, **grpo
+    )
     return RouterTrainer(
         policy, features, samples, records, reasoner, grpo, tools, reward, tool_cost, run_dir=run_dir, seed=seed
     )
@@ -81,6 +85,19 @@ def test_a_tool_cost_teaches_the_router_to_call_nothing(setup, abstain):
         trainer.train()
     assert _empty_subset_probability(priced) > before + 0.25, (before, _empty_subset_probability(priced))
     assert _empty_subset_probability(priced) > _empty_subset_probability(free) + 0.2
+
+
+def test_an_entropy_bonus_keeps_sampling_the_tools_a_price_would_silence(setup):
+    """With every call priced above what it is worth, the tools' entropy collapses; the same run with
+    ``entropy_coef`` keeps them sampled, and logs the entropy it pays for."""
+    priced, kept = (_trainer(setup, steps=30, tool_cost=0.3, entropy_coef=coef) for coef in (0.0, 0.5))
+    start = priced.policy.tool_entropy(priced.features).item()
+    logs = {name: trainer.train() for name, trainer in (("priced", priced), ("kept", kept))}
+    after = {name: t.policy.tool_entropy(t.features).item() for name, t in (("priced", priced), ("kept", kept))}
+    assert after["priced"] < start - 0.1 and after["kept"] > after["priced"] + 0.1, (start, after)
+    assert "entropy" in logs["kept"][-1] and "entropy" not in logs["priced"][-1]
+    with pytest.raises(ValueError, match="entropy_coef"):
+        GRPOConfig(entropy_coef=-0.1)
 
 
 def test_resume_matches_an_uninterrupted_run(setup, tmp_path):

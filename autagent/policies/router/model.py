@@ -290,6 +290,11 @@ class Router(nn.Module):
         abstained = nn.functional.logsigmoid(-call).unsqueeze(1).expand_as(called)
         return torch.where(subsets.sum(-1) == 0, torch.logaddexp(abstained, called), called)
 
+    def tool_entropy(self, features: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+        """The mean over queries and tools of each tool's Bernoulli entropy (nats), with its gradient."""
+        tools, _ = self.heads(features, temperature)
+        return torch.distributions.Bernoulli(logits=tools).entropy().mean()
+
     @torch.no_grad()
     def sample(
         self, features: torch.Tensor, group_size: int, generator: torch.Generator, temperature: float = 1.0

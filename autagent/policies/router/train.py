@@ -159,6 +159,9 @@ class RouterTrainer:
         for _ in range(cfg.inner_epochs):
             logp_new = self.policy.log_prob(feats, draws, cfg.temperature)
             loss, stats = grpo_loss(logp_new, logp_old, logp_ref, advantage, cfg.clip_epsilon, cfg.beta)
+            if cfg.entropy_coef:
+                entropy = self.policy.tool_entropy(feats, cfg.temperature)
+                loss, stats = loss - cfg.entropy_coef * entropy, {**stats, "entropy": entropy.item()}
             self.optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
