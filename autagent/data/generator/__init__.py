@@ -179,12 +179,7 @@ def generate(config: EmbeddedBenchmarkConfig, progress: bool = True) -> dict[str
     root = Path(config.root)
     kinds = list(config.kinds) or list(KINDS)
     listening_kinds = list(config.listening_kinds) or list(listening.KINDS)
-    stamp = {
-        "seed": config.seed,
-        "sizes": config.sizes,
-        "kinds": kinds,
-        "version": VERSION,
-    }
+    stamp = {"seed": config.seed, "sizes": config.sizes, "kinds": kinds, "version": VERSION}
     if config.listening_share:  # v5's stamps stay valid when the training-only kinds are off
         stamp["listening"] = [config.listening_share, listening_kinds]
     stamp_path = root / "benchmark.json"
@@ -196,8 +191,8 @@ def generate(config: EmbeddedBenchmarkConfig, progress: bool = True) -> dict[str
     ):
         return outputs
     stamp_path.unlink(missing_ok=True)
+    aside = (config.listening_share, listening_kinds)
     for split, size in config.sizes.items():
-        aside = (config.listening_share, listening_kinds)
         jobs = [(str(root), split, i, config.seed, kinds, aside) for i in range(size)]
         with ProcessPoolExecutor(max_workers=max(1, config.workers)) as pool:
             rows = list(

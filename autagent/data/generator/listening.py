@@ -4,18 +4,20 @@ The benchmark's own music kinds nearly all need a music tool (chords, tempo, pit
 trained on them learns "a music question calls the chord tool" and carries that to every question
 about genre, mood, setting or instrumentation, which hearing answers.  These kinds ask exactly
 those things (style and setting, mood and energy) about clips whose options are far apart, so the
-reward, not a label, teaches that no tool is needed.  (A yes/no kind "is there a flute?" was tried
-and dropped: with yes/no choices only in music questions, the router read every yes/no question,
-speech included, as music, and transfer fell; see docs/results.md.)
+reward, not a label, teaches that no tool is needed.  (A yes/no kind, "is there a flute?", was tried
+and dropped: with yes/no choices only in music questions, yes/no questions about speech and sounds
+got the chord tool on the transfer check, and its F1 fell; see docs/results.md.)
 
 They are drawn for the ``train`` and ``dev`` splits only, when ``data.benchmark.listening_share`` is
 above 0 (it is 0 by default): the test split, and every figure measured on it, is unchanged.  Measured
 (``experiments/sweeps/listening.yaml``, docs/results.md): no gain on the transfer check, so they stay
-off.  Their phrasings are written for this
-project; nothing comes from an evaluation benchmark or from the transfer check's questions.
+off.  Their phrasings are written for this project; nothing comes from an evaluation benchmark or
+from the transfer check's questions.
 """
 
 from __future__ import annotations
+
+import numpy as np
 
 from . import vocab
 from .kinds import Ctx, Item, beat_audio, melody_audio
@@ -70,7 +72,7 @@ def _family_choices(ctx: Ctx, k: int) -> list[str]:
     return [ctx.pick(by_family[f]) for f in ctx.shuffled(list(by_family))[:k]]
 
 
-def _tune(ctx: Ctx, name: str) -> object:
+def _tune(ctx: Ctx, name: str) -> np.ndarray:
     start = 52 + int(ctx.rng.integers(0, 12))
     steps = ctx.shuffled([0, 2, 4, 5, 7, 9, 11, 12])
     return melody_audio(ctx, [start + s for s in steps], float(ctx.rng.uniform(0.35, 0.6)), vocab.INSTRUMENTS[name][1])
