@@ -171,7 +171,7 @@ def test_benchmark_is_deterministic(tmp_path):
 
 
 def test_training_only_listening_kinds_replace_some_train_rows_and_leave_the_rest_as_they_were(tmp_path):
-    """``listening_share`` swaps a share of train rows for style/mood/instrument questions a listen
+    """``listening_share`` swaps a share of train rows for style and mood questions a listen
     settles; every other train row, and the whole test split (questions and audio), stay v5's."""
     from autagent.data.generator import EmbeddedBenchmarkConfig, generate, listening
 

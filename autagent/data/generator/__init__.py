@@ -149,7 +149,7 @@ def _make_one(args) -> dict:
     root, split, index, seed, kinds, (listening_share, listening_kinds) = args
     rng = np.random.default_rng([seed, index, zlib.crc32(split.encode())])
     table = KINDS
-    if pool_of(split) == "train":  # a stream of its own: the other rows are drawn as if it did not exist
+    if listening_share and pool_of(split) == "train":  # its own stream: the other rows are drawn as without it
         aside = np.random.default_rng([seed, index, zlib.crc32(split.encode()), 1])
         if aside.random() < listening_share:
             rng, table, kinds = aside, listening.KINDS, listening_kinds

@@ -203,6 +203,13 @@ def melody_audio(ctx: Ctx, pitches, seconds: float, program: int) -> np.ndarray:
     return synth.render_midi(notes, program=program, duration=len(pitches) * seconds + 0.3)
 
 
+def scale_tune(ctx: Ctx, program: int, lowest: int, span: int) -> np.ndarray:
+    """A shuffled major scale from a random start in ``[lowest, lowest + span)``, on ``program``."""
+    start = lowest + int(ctx.rng.integers(0, span))
+    steps = ctx.shuffled([0, 2, 4, 5, 7, 9, 11, 12])
+    return melody_audio(ctx, [start + s for s in steps], float(ctx.rng.uniform(0.35, 0.6)), program)
+
+
 def instrument(ctx: Ctx) -> Item:
     name = ctx.pick(list(vocab.INSTRUMENTS))
     family, program, _ = vocab.INSTRUMENTS[name]
@@ -210,9 +217,7 @@ def instrument(ctx: Ctx) -> Item:
     alike = [n for n in vocab.INSTRUMENTS if (vocab.INSTRUMENTS[n][0] != family) == far]
     names = ctx.shuffled([name] + other_options(ctx, name, list(vocab.INSTRUMENTS), 3, prefer=alike))
     choices = [pick_wording(ctx, vocab.INSTRUMENTS[n][2]) for n in names]
-    start = 48 + int(ctx.rng.integers(0, 16))
-    steps = ctx.shuffled([0, 2, 4, 5, 7, 9, 11, 12])
-    audio = melody_audio(ctx, [start + s for s in steps], float(ctx.rng.uniform(0.35, 0.6)), program)
+    audio = scale_tune(ctx, program, 48, 16)
     return Item(
         audio,
         ctx.ask("instrument"),

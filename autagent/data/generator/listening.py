@@ -17,10 +17,8 @@ from the transfer check's questions.
 
 from __future__ import annotations
 
-import numpy as np
-
 from . import vocab
-from .kinds import Ctx, Item, beat_audio, melody_audio
+from .kinds import Ctx, Item, beat_audio, scale_tune
 
 PHRASINGS: dict[str, tuple[str, ...]] = {
     "music_style": (
@@ -72,12 +70,6 @@ def _family_choices(ctx: Ctx, k: int) -> list[str]:
     return [ctx.pick(by_family[f]) for f in ctx.shuffled(list(by_family))[:k]]
 
 
-def _tune(ctx: Ctx, name: str) -> np.ndarray:
-    start = 52 + int(ctx.rng.integers(0, 12))
-    steps = ctx.shuffled([0, 2, 4, 5, 7, 9, 11, 12])
-    return melody_audio(ctx, [start + s for s in steps], float(ctx.rng.uniform(0.35, 0.6)), vocab.INSTRUMENTS[name][1])
-
-
 def music_style(ctx: Ctx) -> Item:
     names = _family_choices(ctx, 4)
     answer = names[0]
@@ -85,7 +77,13 @@ def music_style(ctx: Ctx) -> Item:
     order = ctx.shuffled(range(4))
     choices = [choices[i] for i in order]
     return Item(
-        _tune(ctx, answer), ask(ctx, "music_style"), choices, choices[order.index(0)], "music", [], {"lead": answer}
+        scale_tune(ctx, vocab.INSTRUMENTS[answer][1], 52, 12),
+        ask(ctx, "music_style"),
+        choices,
+        choices[order.index(0)],
+        "music",
+        [],
+        {"lead": answer},
     )
 
 
