@@ -139,6 +139,43 @@ def test_train_then_resume_then_eval_select_answer(tiny_config, tiny_bench, tmp_
     assert reply["answer"] in sample.choices and len(reply["records"]) == len(reply["tools"])
 
 
+def test_an_ensemble_trains_its_members_apart_resumes_each_and_selects_by_their_mean(tiny_config, tiny_bench):
+    """``policy.router.ensemble: 2``: member 0 writes where a single router does, member 1 under
+    members/1, each seeded apart (different weights); --resume continues both; the plugin holds both
+    and selects the tools whose mean probability exceeds one half."""
+    import torch
+    from safetensors.torch import load_file
+
+    from autagent.plugin import load
+    from autagent.policies.router.ensemble import RouterEnsemble
+
+    config, run_dir = tiny_config
+    assert main(["train", "--config", str(config), "--set", "policy.router.ensemble=2"]) == 0
+    assert (
+        main(
+            ["train", "--config", str(config), "--resume", "--set", "policy.router.ensemble=2", "--set", "grpo.steps=6"]
+        )
+        == 0
+    )
+    for log in (run_dir / "train_log.jsonl", run_dir / "members" / "1" / "train_log.jsonl"):
+        assert [json.loads(line)["step"] for line in log.read_text().splitlines()] == [1, 2, 3, 4, 5, 6]
+    weights = load_file(run_dir / "plugin" / "model.safetensors")
+    first, second = (weights[f"members.{m}.net.3.weight"] for m in (0, 1))
+    assert not torch.allclose(first, second)
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert metrics["training"]["members"] == 2
+    plugin = load(run_dir / "plugin")
+    assert isinstance(plugin.router, RouterEnsemble) and len(plugin.router.members) == 2
+    features = plugin.featurizer.of_samples(tiny_bench["test"])
+    each = torch.stack([member.tool_probabilities(features) for member in plugin.router.members])
+    assert torch.allclose(plugin.router.tool_probabilities(features), each.mean(0))
+    assert torch.equal(plugin.router.select(features), (each.mean(0) > 0.5).float())
+    with pytest.raises(ValueError, match="ensemble must be an integer >= 1"):
+        from autagent.policies.router.model import RouterConfig
+
+        RouterConfig(ensemble=0)
+
+
 def test_an_eval_over_broken_rows_and_clips_counts_every_row(tiny_config, tiny_bench, tmp_path):
     """Missing, empty and corrupt clips and unscorable rows: the eval finishes, every row is counted."""
     config, _ = tiny_config

@@ -31,8 +31,15 @@ def _router(featurizer, tools=TOOLS, config=CONDITIONED, seed=0):
     return Router(featurizer.dim, config, len(tools), descriptions, featurizer.columns)
 
 
-def test_the_conditioned_router_is_a_distribution_over_subsets_that_sampling_follows(featurizer):
-    router = _router(featurizer, TOOLS[:3])
+@pytest.mark.parametrize(
+    "config",
+    [CONDITIONED, RouterConfig(scorer="factored"), RouterConfig(scorer="factored", abstain=True)],
+    ids=["tool_conditioned", "factored", "factored+abstain"],
+)
+def test_the_conditioned_router_is_a_distribution_over_subsets_that_sampling_follows(featurizer, config):
+    router = _router(featurizer, TOOLS[:3], config)
+    if config.abstain:  # the call logit must enter the distribution: greedy selection is checked below
+        router.net[-1].bias.data[-1] = 0.3
     features = featurizer(["What is said?", "Which chord is it?"], ["", ""], [("yes", "no"), ("C", "G")])
     every = torch.tensor(list(itertools.product([0.0, 1.0], repeat=3))).expand(2, -1, -1)
     probabilities = router.log_prob(features, every).exp()
@@ -40,7 +47,44 @@ def test_the_conditioned_router_is_a_distribution_over_subsets_that_sampling_fol
     draws = router.sample(features, 20_000, torch.Generator().manual_seed(0))
     shares = torch.stack([(draws == z).all(-1).float().mean(1) for z in every[0]], dim=1)
     assert torch.allclose(shares, probabilities, atol=0.015)
-    assert torch.equal(router.select(features), (router.logits(features) > 0).float())
+    tools, call = router.heads(features)
+    greedy = (tools > 0).float() * (1.0 if call is None else (call > 0).float().unsqueeze(-1))
+    assert torch.equal(router.select(features), greedy)
+
+
+def test_the_factored_router_lets_the_clip_veto_a_tool_but_never_call_one_the_text_does_not_ask_for(
+    featurizer, tmp_path
+):
+    """A tool is called with σ(text) · σ(clip): over many clips, however the clip's network is set, no
+    tool's chance rises above what the text gives it, while the clip can bring it down to nothing; the
+    per_tool router, whose clip and text share one network, lets a clip raise a tool the text leaves
+    out. A factored plugin loads to the same probabilities."""
+    torch.manual_seed(0)
+    factored = _router(featurizer, TOOLS, RouterConfig(scorer="factored"))
+    text = featurizer(["Which chord is played at the end?"], [""], [("C major", "A minor")]).expand(64, -1).clone()
+    audio = slice(*featurizer.columns["audio"])
+    text[:, audio] = torch.rand(64, audio.stop - audio.start) * 4
+    with torch.no_grad():
+        for layer in (factored.veto[1], factored.veto[3], factored.net[3]):
+            layer.weight.normal_(std=1.0)
+        asked = torch.sigmoid(factored.net(text[:, factored.text_columns]))
+    probabilities = factored.tool_probabilities(text)
+    assert (probabilities <= asked + 1e-6).all()
+    assert probabilities.min() < 0.05 * asked.max() and (asked.std(0) < 1e-6).all()  # only the clip varied
+    per_tool = Router(featurizer.dim, RouterConfig(), len(TOOLS))
+    with torch.no_grad():
+        per_tool.net[3].weight.normal_(std=1.0)
+        per_tool.net[1].weight.normal_(std=1.0)
+    joint = per_tool.tool_probabilities(text)
+    assert (joint.max(0).values - joint.min(0).values > 0.5).any()  # its clip alone swings a tool
+    path = export_router(tmp_path / "f", factored, featurizer, TOOLS, "embedded", {}, 30.0, {"name": "f"})
+    from autagent.plugin import load
+
+    plugin = load(path)
+    assert plugin.router.config.scorer == "factored"
+    assert torch.allclose(plugin.router.tool_probabilities(text), probabilities, atol=1e-6)
+    with pytest.raises(ValueError, match="inputs must hold audio and question or choices"):
+        RouterConfig(scorer="factored", inputs=["question"])
 
 
 def test_the_tool_side_is_shared_so_a_tool_is_scored_from_its_description(featurizer):

@@ -29,6 +29,12 @@ every subset, the empty one included, is an action.  Selection is greedy (σ(l_k
   and the tool side of every tool is computed once, so selection costs one hidden layer and a dot
   product per tool.
 
+* ``factored``: two per-tool MLPs, one over the text (question and choices), one over the clip, and
+  a tool is called with probability σ(f_t(text)) · σ(g_t(audio)).  The clip can only lower a tool's
+  chance (no speech: no ASR), never raise it, so a clip that sounds like the chord questions of
+  training cannot call the chord tool for a question that does not ask about chords.  Its logit is
+  log p − log(1 − p), so sampling, log-probabilities and greedy selection are those of ``per_tool``.
+
 With ``abstain`` the router also has a *call* logit c, and "no tool" is an action of its own: it
 abstains with probability 1 − σ(c), and otherwise draws tools as above, so
 π(∅) = 1 − σ(c) + σ(c) ∏(1 − σ(l_k)) and π(z ≠ ∅) = σ(c) ∏ ….  Without it, leaving every tool out
@@ -38,6 +44,7 @@ query on which any tool hurts moves one number.  Greedy selection abstains when 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 
 import torch
@@ -45,7 +52,10 @@ from torch import nn
 
 INPUTS = ("question", "choices", "audio")
 CHOICE_STATS = 5
-SCORERS = ("per_tool", "tool_conditioned")
+VETO_INIT = 3.0
+"""``factored``: the clip's initial logit per tool, σ(3) ≈ 0.95, so training starts from the text's
+choice and the clip learns to veto."""
+SCORERS = ("per_tool", "tool_conditioned", "factored")
 
 
 @dataclass
@@ -75,13 +85,17 @@ class RouterConfig:
     """Initial call logit with ``abstain``: σ(1) ≈ 0.73, so the router starts by abstaining on about a
     quarter of the draws (on top of the ~11 % empty subsets the tool logits give)."""
     scorer: str = "per_tool"
-    """``per_tool`` (an output per training tool) or ``tool_conditioned`` (one scorer over tool
-    descriptions; see the module docstring)."""
+    """``per_tool`` (an output per training tool), ``tool_conditioned`` (one scorer over tool
+    descriptions) or ``factored`` (the text asks for a tool, the clip can only veto it); see the
+    module docstring."""
     tool_offset: bool = True
     """``tool_conditioned``: a learned offset per training tool (new tools get the mean)."""
     similarity_init: float = 5.0
     """``tool_conditioned``: the initial weight of each zero-shot similarity (a cosine of about 0.3
     more than another tool's then adds 1.5 to the logit)."""
+    ensemble: int = 1
+    """Routers trained apart (seeds ``seed · N + m``) whose mean tool probabilities select; 1: one
+    router (docs/results.md, "Ensembles")."""
     input_dropout: dict = field(default_factory=dict)
     """Training only: the chance that an input is blanked for a query in a step, e.g. ``{question: 0.5}``
     (modality dropout), meant to make the router decide from the choices and the clip, since test
@@ -121,10 +135,17 @@ class RouterConfig:
         # an input the router does not read has nothing to blank (the input ablations keep the rest)
         self.input_dropout = {k: v for k, v in self.input_dropout.items() if k in self.inputs}
         self.unfamiliar_fallback = {k: v for k, v in self.unfamiliar_fallback.items() if k in self.inputs}
+        if not isinstance(self.ensemble, int) or self.ensemble < 1:
+            raise ValueError(f"policy.router.ensemble must be an integer >= 1, got {self.ensemble!r}")
         if self.hidden < 1:
             raise ValueError(f"policy.router.hidden must be >= 1, got {self.hidden}")
         if self.scorer not in SCORERS:
             raise ValueError(f"policy.router.scorer must be one of {list(SCORERS)}, got {self.scorer!r}")
+        if self.scorer == "factored" and ("audio" not in self.inputs or len(self.inputs) < 2):
+            raise ValueError(
+                f"policy.router.scorer factored splits the audio from the text: inputs must hold audio and "
+                f"question or choices, got {self.inputs}"
+            )
 
 
 class Router(nn.Module):
@@ -149,16 +170,20 @@ class Router(nn.Module):
             self.register_buffer(f"familiar_{name}_bank", torch.zeros(0, end - start))
             self.register_buffer(f"familiar_{name}_cut", torch.tensor(-2.0))  # unfitted: nothing is unfamiliar
         if config.scorer == "per_tool":
-            self.net = nn.Sequential(
-                nn.LayerNorm(input_dim),
-                nn.Linear(input_dim, config.hidden),
-                nn.GELU(),
-                nn.Linear(config.hidden, num_tools + config.abstain),
+            self.net = mlp(input_dim, config.hidden, num_tools, config)
+            return
+        if config.scorer == "factored":
+            if columns is None or "audio" not in columns or len(columns) < 2:
+                raise ValueError("the factored scorer needs the feature columns, the audio and a text input")
+            self.text_columns = [c for name, (a, b) in columns.items() if name != "audio" for c in range(a, b)]
+            self.audio_columns = list(range(*columns["audio"]))
+            self.net = mlp(len(self.text_columns), config.hidden, num_tools, config)
+            self.veto = mlp(
+                len(self.audio_columns),
+                config.hidden,
+                num_tools,
+                dataclasses.replace(config, abstain=False, init_bias=VETO_INIT),
             )
-            nn.init.constant_(self.net[-1].bias, config.init_bias)
-            if config.abstain:
-                nn.init.constant_(self.net[-1].bias[-1:], config.call_init)
-            nn.init.normal_(self.net[-1].weight, std=0.01)
             return
         if descriptions is None or columns is None:
             raise ValueError(
@@ -268,6 +293,13 @@ class Router(nn.Module):
         if self.config.scorer == "per_tool":
             out = self.net(features) / temperature
             return (out[:, :-1], out[:, -1]) if self.config.abstain else (out, None)
+        if self.config.scorer == "factored":
+            out = self.net(features[:, self.text_columns])
+            asked = out[:, :-1] if self.config.abstain else out
+            kept = self.veto(features[:, self.audio_columns])
+            log_p = nn.functional.logsigmoid(asked) + nn.functional.logsigmoid(kept)
+            tools = (log_p - log1mexp(log_p)) / temperature
+            return (tools, out[:, -1] / temperature) if self.config.abstain else (tools, None)
         hidden = self.trunk(features)
         shift = self.shift(hidden)
         tool_side, offsets = self.tool_side_of_every_tool()
@@ -321,6 +353,25 @@ class Router(nn.Module):
         tools, call = self.heads(self.blank_unfamiliar(features))
         probs = torch.sigmoid(tools)
         return probs if call is None else probs * torch.sigmoid(call).unsqueeze(-1)
+
+
+def mlp(input_dim: int, hidden: int, num_tools: int, config: RouterConfig) -> nn.Sequential:
+    """LayerNorm, one hidden layer, a logit per tool (and the call logit with ``abstain``), every tool
+    starting at ``init_bias``."""
+    net = nn.Sequential(
+        nn.LayerNorm(input_dim), nn.Linear(input_dim, hidden), nn.GELU(), nn.Linear(hidden, num_tools + config.abstain)
+    )
+    nn.init.constant_(net[-1].bias, config.init_bias)
+    if config.abstain:
+        nn.init.constant_(net[-1].bias[-1:], config.call_init)
+    nn.init.normal_(net[-1].weight, std=0.01)
+    return net
+
+
+def log1mexp(x: torch.Tensor) -> torch.Tensor:
+    """log(1 − eˣ) for x < 0, accurate at both ends (Mächler 2012)."""
+    x = x.clamp(max=-1e-7)
+    return torch.where(x > -0.6931, torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
 
 
 def familiar_columns(config: RouterConfig, columns: dict | None, descriptions: torch.Tensor | None) -> dict:

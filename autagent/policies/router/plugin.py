@@ -12,8 +12,9 @@ from tools import get_tool
 
 from ...manifest import export_plugin
 from ...trust import PluginError
+from .ensemble import build
 from .features import Featurizer
-from .model import Router, RouterConfig, subset_ids
+from .model import RouterConfig, subset_ids
 
 
 def export_router(
@@ -90,9 +91,7 @@ class RouterPlugin:
         recorded = manifest.get("descriptions") or {}
         learned_text = [recorded.get(t) or get_tool(t).description for t in self.learned_tools]
         descriptions = self.featurizer.tool_descriptions(learned_text)
-        self.router = Router(
-            self.featurizer.dim, config, len(self.learned_tools), descriptions, self.featurizer.columns
-        )
+        self.router = build(self.featurizer.dim, config, len(self.learned_tools), descriptions, self.featurizer.columns)
         try:
             self.router.load_state_dict(load_file(directory / "model.safetensors"))
         except (RuntimeError, KeyError, OSError) as err:

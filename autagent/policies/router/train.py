@@ -32,6 +32,7 @@ from rewards.scoring import is_correct
 
 from ...data.sample import Sample
 from ...grpo import GRPOConfig, advantages, grpo_loss
+from .ensemble import RouterEnsemble
 from .model import Router, drop_inputs, subset_ids
 
 
@@ -319,51 +320,55 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
     from .plugin import export_router
 
     config = ctx.config
-    torch.manual_seed(config.seed)
+    members, runs = config.policy.router.ensemble, []
+    torch.manual_seed(config.seed * members)  # as before ensembles: a single router's draws are unchanged
     featurizer = Featurizer(config.policy.router)
     features = featurizer.of_samples(ctx.splits.train)
     dev = (featurizer.of_samples(ctx.splits.dev), ctx.splits.dev) if ctx.splits.dev else None
     from tools import get_tool
 
-    descriptions = {t: get_tool(t).description for t in ctx.tool_ids}
-    policy = Router(
-        featurizer.dim,
-        config.policy.router,
-        len(ctx.tool_ids),
-        featurizer.tool_descriptions(list(descriptions.values())),
-        featurizer.columns,
-    )
-    cuts = policy.fit_familiarity(features, dev[0] if dev else None)  # {} unless unfamiliar_fallback
-    trainer = RouterTrainer(
-        policy,
-        features,
-        ctx.splits.train,
-        ctx.records,
-        ctx.reasoner,
-        config.grpo,
-        ctx.tool_ids,
-        config.reward.kind,
-        config.reward.tool_cost,
-        ctx.run_dir,
-        config.seed,
-        config.checkpoint_every,
-        dev,
-        logger=ctx.logger,
-        progress=config.logging.progress,
-        columns=featurizer.columns,
-    )
-    history = trainer.train(resume=resume)
-    counters = trainer.counters
+    descriptions = featurizer.tool_descriptions([get_tool(t).description for t in ctx.tool_ids])
+    for m in range(members):  # member 0 writes where a single router does; the others under members/
+        seed = config.seed * members + m
+        run_dir = ctx.run_dir if m == 0 else ctx.run_dir / "members" / str(m)
+        if m:
+            torch.manual_seed(seed)
+        policy = Router(featurizer.dim, config.policy.router, len(ctx.tool_ids), descriptions, featurizer.columns)
+        cuts = policy.fit_familiarity(features, dev[0] if dev else None)  # {} unless unfamiliar_fallback
+        trainer = RouterTrainer(
+            policy,
+            features,
+            ctx.splits.train,
+            ctx.records,
+            ctx.reasoner,
+            config.grpo,
+            ctx.tool_ids,
+            config.reward.kind,
+            config.reward.tool_cost,
+            run_dir,
+            seed,
+            config.checkpoint_every,
+            dev,
+            logger=ctx.logger if m == 0 else None,  # one step axis per run in W&B; every member logs to its folder
+            progress=config.logging.progress,
+            columns=featurizer.columns,
+        )
+        # a member the killed run never reached starts afresh; member 0 without checkpoints is an error
+        history = trainer.train(resume=resume and (m == 0 or (run_dir / "checkpoints").exists()))
+        runs.append((policy, trainer, history))
+    counters = [trainer.counters for _, trainer, _ in runs]
     summary = {
-        "steps": trainer.step,
-        "reasoner_calls": counters.reasoner_calls,
-        "naive_reasoner_calls": counters.naive_reasoner_calls,
+        "steps": runs[0][1].step,
+        "members": members,
+        "reasoner_calls": sum(c.reasoner_calls for c in counters),
+        "naive_reasoner_calls": sum(c.naive_reasoner_calls for c in counters),
         "tool_runs": ctx.pool.computed,
-        "naive_tool_runs": counters.naive_tool_runs,
+        "naive_tool_runs": sum(c.naive_tool_runs for c in counters),
         "reasoner_failures": ctx.reasoner.failures,
         "unfamiliar_cuts": cuts,
-        "final": history[-1] if history else None,
+        "final": runs[0][2][-1] if runs[0][2] else None,
     }
+    policy = runs[0][0] if members == 1 else RouterEnsemble([p for p, _, _ in runs])
     plugin_dir = export_router(
         ctx.run_dir / "plugin",
         policy,
