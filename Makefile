@@ -91,4 +91,4 @@ mutate: ## mutation testing of the core modules (slow; prints the surviving muta
 	$(PY) scripts/mutate.py $(ARGS)
 
 clean:
-	rm -rf runs .cache data/embedded
+	rm -rf runs .cache data/embedded data/embedded_listening

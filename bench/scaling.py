@@ -7,7 +7,9 @@ a ratio to 6 tools, in one run:
 * router selection latency per query (question, choices and clip features memoised, as in a
   served plugin), for both scorers: ``per_tool`` (its output layer grows with the library) and
   ``tool_conditioned`` (one scorer over tool descriptions: the tool side is computed once, then a
-  query costs the hidden layer and a dot product per tool);
+  query costs the hidden layer and a dot product per tool), and ``make train``'s router, an ensemble
+  of three ``factored`` ones (two small MLPs each; it scores only the tools it trained with, so it
+  is timed at each size as if trained with them);
 * the LM agent prompt's length in tokens (MiniLM's WordPiece tokenizer as the counter): this one
   grows with the library, since every tool's description is in the prompt;
 * Tools-with-Descriptions latency per query (descriptions are embedded once).
@@ -77,6 +79,7 @@ def main() -> None:
     from autagent.encoders import text_encoder
     from autagent.policies.baselines import DescriptionSelector
     from autagent.policies.lm.prompt import agent_prompt
+    from autagent.policies.router.ensemble import build
     from autagent.policies.router.features import Featurizer
     from autagent.policies.router.model import Router, RouterConfig
     from tools import PAPER_TOOLS
@@ -116,6 +119,8 @@ def main() -> None:
         descriptions = featurizer.tool_descriptions([get_tool(t).description for t in tool_ids])
         config = RouterConfig(scorer="tool_conditioned")
         conditioned = latency_of(Router(features.shape[1], config, len(tool_ids), descriptions, columns).eval())
+        default = build(features.shape[1], RouterConfig(scorer="factored", ensemble=3), len(tool_ids), None, columns)
+        ensemble = latency_of(default.eval())  # make train's router: three factored routers
         tokens = len(tokenizer(agent_prompt(questions[0], tool_ids), verbose=False)["input_ids"])
         selector = DescriptionSelector(tool_ids)
         desc = []
@@ -123,16 +128,17 @@ def main() -> None:
             started = time.perf_counter()
             selector.select(sample)
             desc.append(time.perf_counter() - started)
-        rows.append((size, per_tool, conditioned, tokens, statistics.median(desc)))
+        rows.append((size, per_tool, conditioned, ensemble, tokens, statistics.median(desc)))
     base = rows[0]
     print(
-        f"{'tools':>6} {'per_tool ms':>12} {'x6':>6} {'conditioned ms':>15} {'x6':>6} {'LM prompt tokens':>17} "
-        f"{'x6':>6} {'descriptions ms':>16} {'x6':>6}"
+        f"{'tools':>6} {'per_tool ms':>12} {'x6':>6} {'conditioned ms':>15} {'x6':>6} {'factored x3 ms':>15} "
+        f"{'x6':>6} {'LM prompt tokens':>17} {'x6':>6} {'descriptions ms':>16} {'x6':>6}"
     )
-    for size, lat, cond, tokens, desc in rows:
+    for size, lat, cond, ens, tokens, desc in rows:
         print(
             f"{size:6d} {1000 * lat:12.3f} {lat / base[1]:6.2f} {1000 * cond:15.3f} {cond / base[2]:6.2f} "
-            f"{tokens:17d} {tokens / base[3]:6.2f} {1000 * desc:16.3f} {desc / base[4]:6.2f}"
+            f"{1000 * ens:15.3f} {ens / base[3]:6.2f} {tokens:17d} {tokens / base[4]:6.2f} {1000 * desc:16.3f} "
+            f"{desc / base[5]:6.2f}"
         )
 
 

@@ -10,9 +10,10 @@ got the chord tool on the transfer check, and its F1 fell; see docs/results.md.)
 
 They are drawn for the ``train`` and ``dev`` splits only, when ``data.benchmark.listening_share`` is
 above 0 (it is 0 by default): the test split, and every figure measured on it, is unchanged.  Measured
-(``experiments/sweeps/listening.yaml``, docs/results.md): no gain on the transfer check, so they stay
-off.  Their phrasings are written for this project; nothing comes from an evaluation benchmark or
-from the transfer check's questions.
+(docs/results.md): no gain on the transfer check, with the per-tool router
+(``experiments/sweeps/listening.yaml``) or with ``make train``'s factored ensemble
+(``experiments/sweeps/ensembles_more.yaml``), so they stay off.  Their phrasings are written for
+this project; nothing comes from an evaluation benchmark or from the transfer check's questions.
 """
 
 from __future__ import annotations

@@ -175,11 +175,13 @@ class Router(nn.Module):
         if config.scorer == "factored":
             if columns is None or "audio" not in columns or len(columns) < 2:
                 raise ValueError("the factored scorer needs the feature columns, the audio and a text input")
-            self.text_columns = [c for name, (a, b) in columns.items() if name != "audio" for c in range(a, b)]
-            self.audio_columns = list(range(*columns["audio"]))
-            self.net = mlp(len(self.text_columns), config.hidden, num_tools, config)
+            start, end = columns["audio"]  # the featurizer puts the clip last, after the text inputs
+            if end != input_dim or any(b > start for name, (a, b) in columns.items() if name != "audio"):
+                raise ValueError(f"the factored scorer needs the clip's columns after the text's, got {columns}")
+            self.text_columns, self.audio_columns = slice(0, start), slice(start, end)
+            self.net = mlp(start, config.hidden, num_tools, config)
             self.veto = mlp(
-                len(self.audio_columns),
+                end - start,
                 config.hidden,
                 num_tools,
                 dataclasses.replace(config, abstain=False, init_bias=VETO_INIT),

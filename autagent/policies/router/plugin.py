@@ -85,7 +85,7 @@ class RouterPlugin:
         self.zero_shot_tools = [t for t in extra_tools if t not in self.learned_tools]
         if self.zero_shot_tools and config.scorer != "tool_conditioned":
             raise PluginError(
-                f"{directory}: a per_tool router scores only the tools it trained with {self.learned_tools}; "
+                f"{directory}: a {config.scorer} router scores only the tools it trained with {self.learned_tools}; "
                 f"it cannot add {self.zero_shot_tools} (a tool_conditioned router can)"
             )
         recorded = manifest.get("descriptions") or {}
