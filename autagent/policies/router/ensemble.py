@@ -35,8 +35,11 @@ class RouterEnsemble(nn.Module):
 
     @torch.no_grad()
     def tool_probabilities(self, features: torch.Tensor) -> torch.Tensor:
-        """``[B, T]``: the members' mean probability of calling each tool, as each selects."""
-        return torch.stack([member.tool_probabilities(features) for member in self.members]).mean(0)
+        """``[B, T]``: the members' mean probability of calling each tool, as each selects. Every member
+        keeps the same familiarity bank and cut (fitted on the same queries), so the unfamiliar inputs
+        are blanked once for all of them."""
+        features = self.members[0].blank_unfamiliar(features)
+        return torch.stack([member.probabilities_as_given(features) for member in self.members]).mean(0)
 
     @torch.no_grad()
     def select(self, features: torch.Tensor) -> torch.Tensor:

@@ -352,7 +352,12 @@ class Router(nn.Module):
     @torch.no_grad()
     def tool_probabilities(self, features: torch.Tensor) -> torch.Tensor:
         """Each tool's marginal probability of being called (times σ(c) with ``abstain``), as selected."""
-        tools, call = self.heads(self.blank_unfamiliar(features))
+        return self.probabilities_as_given(self.blank_unfamiliar(features))
+
+    @torch.no_grad()
+    def probabilities_as_given(self, features: torch.Tensor) -> torch.Tensor:
+        """:meth:`tool_probabilities` of features whose unfamiliar inputs are already blanked."""
+        tools, call = self.heads(features)
         probs = torch.sigmoid(tools)
         return probs if call is None else probs * torch.sigmoid(call).unsqueeze(-1)
 
