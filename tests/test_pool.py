@@ -187,3 +187,56 @@ def test_config_rejects_unknown_tools_and_bad_values():
         PoolConfig(replicas={"asr": 0})
     with pytest.raises(ValueError, match="not in tools.enabled"):
         PoolConfig(settings={"speakers": {}})
+
+
+def test_the_pool_fills_librosas_kernel_cache_before_it_starts_any_actor(monkeypatch, tmp_path):
+    """numba issue #10128: actors compiling one guvectorized kernel together corrupt its cache (every
+    later call segfaults). The pool compiles the kernels itself, before Ray, and asks only actors on
+    another node (an address given) to warm their own node's cache."""
+    import ray
+
+    import tools.pool as pool_module
+
+    order = []
+    monkeypatch.setattr(pool_module, "warm_librosa", lambda: order.append("warm"))
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", lambda **kwargs: order.append("ray.init"))
+    ToolPool(PoolConfig(enabled=["tempo"], cache_dir=str(tmp_path)))._ensure_ray()
+    assert order == ["warm", "ray.init"]
+
+    created = []
+
+    class FakeActor:
+        def options(self, **kwargs):
+            return self
+
+        def remote(self, *args):
+            created.append(args[-1])
+
+    monkeypatch.setattr(pool_module, "_actor_class", FakeActor)
+    monkeypatch.setattr(ToolPool, "_ensure_ray", lambda self: None)
+    ToolPool(PoolConfig(enabled=["tempo"], cache_dir=str(tmp_path))).actor("tempo")
+    ToolPool(PoolConfig(enabled=["tempo"], cache_dir=str(tmp_path), ray_address="auto")).actor("tempo")
+    assert created == [False, True]
+
+
+@pytest.mark.slow  # compiles librosa's kernels from nothing, three processes at once (about 40 s)
+def test_processes_warming_one_empty_kernel_cache_together_leave_it_usable(tmp_path):
+    """Three processes fill one empty numba cache at once, then a fourth runs the tools' librosa calls
+    from it: without the lock the first three compile the same kernels together."""
+    env = {**__import__("os").environ, "NUMBA_CACHE_DIR": str(tmp_path / "numba"), "OMP_NUM_THREADS": "1"}
+    warm = "from tools.numba_cache import warm_librosa; warm_librosa()"
+    procs = [subprocess.Popen([sys.executable, "-c", warm], env=env) for _ in range(3)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0, 0]
+    assert list((tmp_path / "numba").rglob("*.nbi")), "nothing was cached"
+    use = textwrap.dedent(
+        """
+        import numpy as np, librosa
+        from tools.numba_cache import _clip
+        for dtype in (np.float32, np.float64):
+            y = _clip(22050, dtype)
+            assert len(librosa.onset.onset_detect(y=y, sr=22050)) >= 3
+            assert 100 < float(np.atleast_1d(librosa.beat.beat_track(y=y, sr=22050)[0])[0]) < 140
+        """
+    )
+    assert subprocess.run([sys.executable, "-c", use], env=env, timeout=300).returncode == 0

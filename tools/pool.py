@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from . import ToolRunner, make_record
 from .audio import AudioError, content_hash
 from .cache import ToolCache
+from .numba_cache import warm_librosa
 from .registry import ensure_loaded, resolve
 
 
@@ -97,8 +98,10 @@ def _actor_class():
     class ToolActor:
         """Holds one tool's loaded model for the life of the actor (Ray restarts it if it dies)."""
 
-        def __init__(self, tool_id: str, profile: str, settings: dict, max_seconds: float, extra: list):
+        def __init__(self, tool_id: str, profile: str, settings: dict, max_seconds: float, extra: list, warm: bool):
             os.environ.setdefault("OMP_NUM_THREADS", "1")
+            if warm:  # on another node of a cluster, whose librosa cache the driver did not fill
+                warm_librosa()
             ensure_loaded(extra)
             self.tool_id = tool_id
             self.runner = ToolRunner(profile, settings, max_seconds)
@@ -129,6 +132,9 @@ class ToolPool:
     def _ensure_ray(self):
         import ray
 
+        # librosa's kernels compiled here, once, before actors that would compile them together (a race
+        # that corrupts numba's cache: tools/numba_cache.py)
+        warm_librosa()
         if not ray.is_initialized():
             # Workers import this project and any tools.extra module the way this process does.
             path = os.pathsep.join(p for p in sys.path if p)
@@ -163,7 +169,12 @@ class ToolPool:
                     scheduling_strategy="SPREAD" if self.config.scheduling == "spread" else "DEFAULT",
                 )
                 .remote(
-                    tool_id, self.config.profile, self.config.settings, self.config.max_seconds, list(self.config.extra)
+                    tool_id,
+                    self.config.profile,
+                    self.config.settings,
+                    self.config.max_seconds,
+                    list(self.config.extra),
+                    self.config.ray_address is not None,
                 )
             )
         return self._actors[key]
