@@ -106,6 +106,11 @@ class RunConfig:
             raise ValueError(f"eval.add_tools: {clash} are already in tools.enabled")
         if self.checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        if self.grpo.credit != "subset" and (self.policy.kind != "router" or self.policy.router.abstain):
+            raise ValueError(
+                f"grpo.credit: {self.grpo.credit} credits each tool apart, which needs a router that draws its "
+                f"tools independently (policy.kind: router without abstain)"
+            )
 
     @property
     def run_dir(self) -> Path:

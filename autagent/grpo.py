@@ -12,6 +12,14 @@ For a group of G tool subsets z_1..z_G sampled for one query from π_old, with r
     breaks it gets −1, where the binary reward gives +1 and 0;
   - ``batch``: (r_i − mean_batch(r)) / (std_batch(r) + ε), over every completion of the step.
 
+* credit (``grpo.credit``, router only): ``subset`` gives the whole sampled subset one advantage, as
+  the paper does; ``tool`` gives each tool decision its own, the counterfactual difference
+  A_{i,t} = r(z_i) − r(z_i with tool t flipped), and the objective below runs on the per-tool log
+  probabilities.  The reasoner answers the flipped subsets too (T more asks per draw, memoised), but a
+  tool is then judged by what it changes, not by what the tools drawn beside it did.  The baseline
+  term of the differential reward cancels in the difference, so under this credit the two rewards
+  train the same policy.
+
 * clipped surrogate (Eq. 4): min(ρ_i A_i, clip(ρ_i, 1−ε_c, 1+ε_c) A_i), ρ_i = π_θ(z_i)/π_old(z_i).
 * KL to the reference (Eq. 5), the k3 estimator: π_ref/π_θ − log(π_ref/π_θ) − 1.
 
@@ -26,6 +34,7 @@ from dataclasses import dataclass
 import torch
 
 ADVANTAGES = ("group", "reward", "batch")
+CREDITS = ("subset", "tool")
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo")
 
 
@@ -58,6 +67,9 @@ class GRPOConfig:
     entropy_coef: float = 0.0
     """Router only: weight of a bonus on the mean per-tool Bernoulli entropy of the policy, which keeps
     a tool that helps on few queries (emotion, speakers) sampled; 0 is the paper's objective."""
+    credit: str = "subset"
+    """Router only: ``subset`` (the paper: one advantage per sampled subset) or ``tool`` (each tool's
+    decision is credited with what flipping it changes in the reward; see the module docstring)."""
     loss_type: str = "grpo"
     """The LM policy's TRL loss: grpo (the paper's, per-sequence mean), dapo, dr_grpo or bnpo."""
 
@@ -75,6 +87,13 @@ class GRPOConfig:
             raise ValueError("grpo.learning_rate and grpo.clip_epsilon must be > 0, grpo.beta >= 0")
         if self.advantage not in ADVANTAGES:
             raise ValueError(f"grpo.advantage must be one of {list(ADVANTAGES)}, got {self.advantage!r}")
+        if self.credit not in CREDITS:
+            raise ValueError(f"grpo.credit must be one of {list(CREDITS)}, got {self.credit!r}")
+        if self.credit == "tool" and self.advantage != "reward":
+            raise ValueError(
+                f"grpo.credit: tool is its own baseline (r(z) - r(z with the tool flipped)); "
+                f"it needs grpo.advantage: reward, got {self.advantage!r}"
+            )
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"grpo.loss_type must be one of {list(LOSS_TYPES)}, got {self.loss_type!r}")
 

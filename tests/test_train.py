@@ -100,6 +100,74 @@ def test_an_entropy_bonus_keeps_sampling_the_tools_a_price_would_silence(setup):
         GRPOConfig(entropy_coef=-0.1)
 
 
+def test_tool_credit_gives_each_decision_what_flipping_it_changes(setup, monkeypatch):
+    """``grpo.credit: tool``: the advantage of tool t in draw z is r(z) − r(z with t flipped), from
+    answers the reasoner really gave for the flipped subsets, on per-tool log-probabilities."""
+    import autagent.policies.router.train as train_module
+    from rewards import get_reward
+
+    seen = []
+    real_loss = train_module.grpo_loss
+    monkeypatch.setattr(train_module, "grpo_loss", lambda *a, **k: seen.append(a) or real_loss(*a, **k))
+    trainer = _trainer(setup, steps=1, credit="tool", tool_cost=0.05)
+    generator = torch.Generator().manual_seed(trainer.seed * 1_000_003)
+    draws = trainer.policy.sample(trainer.features[trainer.batch_indices(0)], 6, generator)
+    trainer.train()
+    logp_new, _, _, advantage = seen[0][:4]
+    assert logp_new.shape == advantage.shape == draws.shape  # [B, G, T]
+    reward = get_reward("differential", 0.05)
+    batch = [trainer.samples[i] for i in trainer.batch_indices(0)]
+
+    def r(sample, row):
+        subset = tuple(t for t, on in zip(trainer.tool_ids, row) if on)
+        answer = trainer.counters.subset_memo[(sample.id, subset)] if subset else trainer.base_predictions[sample.id]
+        return reward(
+            prompts=[sample.question], completions=[",".join(subset)], predictions=[answer],
+            base_predictions=[trainer.base_predictions[sample.id]], answer=[sample.answer],
+            choices=[sample.choices], num_tools=[len(subset)],
+        )[0]  # fmt: skip
+
+    expected = torch.tensor(
+        [
+            [[r(s, row) - r(s, [1 - v if k == t else v for k, v in enumerate(row.tolist())]) for t in range(len(row))]
+             for row in group]
+            for s, group in zip(batch, draws)
+        ]
+    )  # fmt: skip
+    assert torch.allclose(advantage, expected), (advantage - expected).abs().max()
+    assert advantage.abs().sum() > 0
+
+
+def test_under_tool_credit_the_two_rewards_train_the_same_router_and_it_learns(setup):
+    """The differential reward's baseline cancels in r(z) − r(z'), so differential and binary train the
+    same router (under A = r, the subset credit, they train apart: the test above); and it still moves
+    toward the tools the questions need."""
+
+    def trained(reward, steps=6):
+        trainer = _trainer(setup, steps=steps, reward=reward, credit="tool")
+        trainer.train()
+        return trainer
+
+    same = trained("differential").policy.tool_probabilities(setup[2])
+    assert (same - trained("binary").policy.tool_probabilities(setup[2])).abs().max() < 1e-4
+    learner = _trainer(setup, steps=40, credit="tool")
+    before = _needed_tool_probability(learner)
+    learner.train()
+    assert _needed_tool_probability(learner) > before + 0.1
+
+
+def test_tool_credit_is_refused_where_tools_are_not_drawn_apart():
+    from autagent.config import ConfigError, load_config
+
+    with pytest.raises(ValueError, match="advantage: reward"):
+        GRPOConfig(credit="tool", advantage="group")
+    with pytest.raises(ValueError, match="grpo.credit"):
+        GRPOConfig(credit="each")
+    for overrides in ({"policy.router.abstain": True}, {"policy.kind": "lm"}):
+        with pytest.raises(ConfigError, match="credit"):
+            load_config("experiments/embedded_main.yaml", {"grpo.credit": "tool", **overrides})
+
+
 def test_resume_matches_an_uninterrupted_run(setup, tmp_path):
     straight = _trainer(setup, steps=6, run_dir=tmp_path / "a")
     straight.train()

@@ -312,12 +312,20 @@ class Router(nn.Module):
     def logits(self, features: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
         return self.heads(features, temperature)[0]
 
-    def log_prob(self, features: torch.Tensor, subsets: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
-        """``features [B, D]``, ``subsets [B, G, T]`` (0/1) -> ``[B, G]`` log π(z | x)."""
+    def log_prob(
+        self, features: torch.Tensor, subsets: torch.Tensor, temperature: float = 1.0, per_tool: bool = False
+    ) -> torch.Tensor:
+        """``features [B, D]``, ``subsets [B, G, T]`` (0/1) -> ``[B, G]`` log π(z | x); with ``per_tool``
+        ``[B, G, T]``, each tool's log π(z_t | x) (they sum to the subset's; not with ``abstain``)."""
         tools, call = self.heads(features, temperature)
-        drawn = -nn.functional.binary_cross_entropy_with_logits(
+        per_decision = -nn.functional.binary_cross_entropy_with_logits(
             tools.unsqueeze(1).expand_as(subsets), subsets.float(), reduction="none"
-        ).sum(-1)
+        )
+        if per_tool:
+            if call is not None:
+                raise ValueError("per-tool log-probabilities need a router without abstain")
+            return per_decision
+        drawn = per_decision.sum(-1)
         if call is None:
             return drawn
         called = nn.functional.logsigmoid(call).unsqueeze(1) + drawn

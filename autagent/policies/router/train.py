@@ -130,16 +130,9 @@ class RouterTrainer:
             [memo[(s.id, z)] if z else self.base_predictions[s.id] for z in group] for s, group in zip(batch, subsets)
         ]
 
-    def train_step(self) -> dict:
-        started = time.perf_counter()
-        cfg = self.cfg
-        index = self.batch_indices(self.step)
-        batch = [self.samples[i] for i in index]
-        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.step)
-        feats = self.features[index]
-        if self.policy.config.input_dropout:
-            feats = drop_inputs(feats, self.columns, self.policy.config.input_dropout, generator)
-        draws = self.policy.sample(feats, cfg.group_size, generator, cfg.temperature)  # [B, G, T]
+    def rewards_of(self, batch: list[Sample], draws: torch.Tensor) -> tuple[torch.Tensor, list[tuple]]:
+        """``[B, G]`` rewards of the 0/1 subsets ``draws [B, G, T]`` (the reasoner asked only for new ones),
+        and the (query, subset, answer) of each, flattened."""
         subsets = [[subset_ids(row, self.tool_ids) for row in group] for group in draws]
         predictions = self.answers_for(batch, subsets)
         flat = [(s, z, p) for s, group, preds in zip(batch, subsets, predictions) for z, p in zip(group, preds)]
@@ -152,13 +145,32 @@ class RouterTrainer:
             choices=[s.choices for s, _, _ in flat],
             num_tools=[len(z) for _, z, _ in flat],
         )
-        reward_matrix = torch.tensor(rewards, dtype=torch.float32).view(len(batch), cfg.group_size)
-        advantage = advantages(reward_matrix, cfg.advantage, cfg.advantage_epsilon)
+        return torch.tensor(rewards, dtype=torch.float32).view(draws.shape[0], draws.shape[1]), flat
+
+    def train_step(self) -> dict:
+        started = time.perf_counter()
+        cfg = self.cfg
+        index = self.batch_indices(self.step)
+        batch = [self.samples[i] for i in index]
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.step)
+        feats = self.features[index]
+        if self.policy.config.input_dropout:
+            feats = drop_inputs(feats, self.columns, self.policy.config.input_dropout, generator)
+        draws = self.policy.sample(feats, cfg.group_size, generator, cfg.temperature)  # [B, G, T]
+        reward_matrix, flat = self.rewards_of(batch, draws)
+        if cfg.credit == "tool":  # [B, G, T]: what flipping each tool's decision would change
+            tools = draws.shape[-1]
+            every_flip = torch.cat([flipped(draws, t) for t in range(tools)], dim=1)  # one ask for all: [B, T·G, T]
+            flip_rewards = self.rewards_of(batch, every_flip)[0].view(len(batch), tools, cfg.group_size)
+            advantage = reward_matrix.unsqueeze(-1) - flip_rewards.transpose(1, 2)
+        else:
+            advantage = advantages(reward_matrix, cfg.advantage, cfg.advantage_epsilon)
+        per_tool = cfg.credit == "tool"
         with torch.no_grad():
-            logp_old = self.policy.log_prob(feats, draws, cfg.temperature)
-            logp_ref = self.reference.log_prob(feats, draws, cfg.temperature)
+            logp_old = self.policy.log_prob(feats, draws, cfg.temperature, per_tool)
+            logp_ref = self.reference.log_prob(feats, draws, cfg.temperature, per_tool)
         for _ in range(cfg.inner_epochs):
-            logp_new = self.policy.log_prob(feats, draws, cfg.temperature)
+            logp_new = self.policy.log_prob(feats, draws, cfg.temperature, per_tool)
             loss, stats = grpo_loss(logp_new, logp_old, logp_ref, advantage, cfg.clip_epsilon, cfg.beta)
             if cfg.entropy_coef:
                 entropy = self.policy.tool_entropy(feats, cfg.temperature)
@@ -169,7 +181,7 @@ class RouterTrainer:
             self.optimizer.step()
         self.step += 1
         self.counters.steps += 1
-        self.counters.naive_reasoner_calls += len(batch) * (cfg.group_size + 1)
+        self.counters.naive_reasoner_calls += len(batch) * (cfg.group_size * (1 + per_tool * len(self.tool_ids)) + 1)
         self.counters.naive_tool_runs += int(draws.sum())
         r = reward_matrix.flatten()
         calls = draws.sum(dim=(0, 1))
@@ -289,6 +301,13 @@ class RouterTrainer:
         if log.exists():  # drop log lines of steps after the checkpoint (the step that was lost)
             kept = [line for line in log.read_text().splitlines() if line and json.loads(line)["step"] <= self.step]
             log.write_text("".join(line + "\n" for line in kept))
+
+
+def flipped(draws: torch.Tensor, tool: int) -> torch.Tensor:
+    """``draws`` with tool ``tool``'s decision reversed in every subset."""
+    out = draws.clone()
+    out[..., tool] = 1 - out[..., tool]
+    return out
 
 
 def optimizer_to_tensors(optimizer: torch.optim.Optimizer) -> tuple[dict, dict]:
