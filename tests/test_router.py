@@ -134,5 +134,5 @@ def test_a_plugin_records_descriptions_and_scores_a_tool_added_after_training(fe
     other = export_router(
         tmp_path / "q", per_tool, Featurizer(RouterConfig()), ("asr", "chords"), "embedded", {}, 30.0, {}
     )
-    with pytest.raises(PluginError, match="per_tool router scores only the tools it trained with"):
+    with pytest.raises(PluginError, match="per_tool router has no zero-shot head"):
         load(other, extra_tools=["tempo"])

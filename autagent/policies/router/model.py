@@ -56,6 +56,7 @@ VETO_INIT = 3.0
 """``factored``: the clip's initial logit per tool, σ(3) ≈ 0.95, so training starts from the text's
 choice and the clip learns to veto."""
 SCORERS = ("per_tool", "tool_conditioned", "factored")
+NEW_TOOLS = ("head", "scorer")
 
 
 @dataclass
@@ -93,6 +94,10 @@ class RouterConfig:
     similarity_init: float = 5.0
     """``tool_conditioned``: the initial weight of each zero-shot similarity (a cosine of about 0.3
     more than another tool's then adds 1.5 to the logit)."""
+    new_tools: str = "head"
+    """How a plugin scores tools it never trained with: ``head`` (the zero-shot head fitted after
+    training, :mod:`autagent.policies.router.zero_shot`; any scorer) or ``scorer`` (the
+    ``tool_conditioned`` scorer's own description side, as measured before the head existed)."""
     ensemble: int = 1
     """Routers trained apart (seeds ``seed · N + m``) whose mean tool probabilities select; 1: one
     router (docs/results.md, "Ensembles")."""
@@ -141,6 +146,11 @@ class RouterConfig:
             raise ValueError(f"policy.router.hidden must be >= 1, got {self.hidden}")
         if self.scorer not in SCORERS:
             raise ValueError(f"policy.router.scorer must be one of {list(SCORERS)}, got {self.scorer!r}")
+        if self.new_tools not in NEW_TOOLS or (self.new_tools == "scorer" and self.scorer != "tool_conditioned"):
+            raise ValueError(
+                f"policy.router.new_tools must be one of {list(NEW_TOOLS)} ('scorer' with the tool_conditioned "
+                f"scorer only), got {self.new_tools!r} with scorer {self.scorer!r}"
+            )
         if self.scorer == "factored" and ("audio" not in self.inputs or len(self.inputs) < 2):
             raise ValueError(
                 f"policy.router.scorer factored splits the audio from the text: inputs must hold audio and "

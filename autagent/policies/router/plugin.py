@@ -15,6 +15,9 @@ from ...trust import PluginError
 from .ensemble import build
 from .features import Featurizer
 from .model import RouterConfig, subset_ids
+from .zero_shot import DescriptionHead
+
+HEAD_FILE = "zero_shot.safetensors"
 
 
 def export_router(
@@ -27,12 +30,16 @@ def export_router(
     max_seconds: float | None,
     training_config: dict,
     metrics: dict | None = None,
+    head: DescriptionHead | None = None,
 ) -> Path:
-    """A router plugin: ``model.safetensors``, the encoders it expects and the descriptions of the tools
-    it trained with (the ``tool_conditioned`` scorer reads them; a tool added later brings its own)."""
+    """A router plugin: ``model.safetensors``, the encoders it expects, the descriptions of the tools it
+    trained with and, with ``head``, ``zero_shot.safetensors``, which scores tools added later from
+    their descriptions (so does a ``tool_conditioned`` router's own scorer)."""
 
     def write(tmp: Path) -> None:
         save_file({k: v.contiguous() for k, v in router.state_dict().items()}, tmp / "model.safetensors")
+        if head is not None:
+            save_file({k: v.contiguous() for k, v in head.state_dict().items()}, tmp / HEAD_FILE)
 
     return export_plugin(
         directory,
@@ -47,7 +54,8 @@ def export_router(
             "input_dim": featurizer.dim,
             "policy_config": dataclasses.asdict(router.config),
             "descriptions": {t: get_tool(t).description for t in tool_ids},
-            "scores_new_tools": router.config.scorer == "tool_conditioned",
+            "scores_new_tools": head is not None or router.config.scorer == "tool_conditioned",
+            "new_tools": "head" if head is not None and router.config.new_tools == "head" else "scorer",
             "training_config": training_config,
             "metrics": metrics or {},
         },
@@ -69,8 +77,10 @@ def check_encoders(manifest: dict) -> None:
 class RouterPlugin:
     """A loaded router plugin: ``select(audio, question, choices) -> [tool ids]`` for any reasoner.
 
-    ``extra_tools`` are registered tools the plugin never trained with: a ``tool_conditioned`` router
-    scores them from their descriptions (``zero_shot_tools``); a ``per_tool`` one cannot, and refuses."""
+    ``extra_tools`` are registered tools the plugin never trained with (``zero_shot_tools``), scored from
+    their descriptions by the plugin's zero-shot head, or by a ``tool_conditioned`` router's own scorer
+    (``new_tools: scorer``, and plugins exported before the head); the learned tools' selection is the
+    router's, whatever is added."""
 
     def __init__(self, directory: Path, manifest: dict, extra_tools=()):
         self.directory, self.manifest = directory, manifest
@@ -83,10 +93,13 @@ class RouterPlugin:
             )
         self.learned_tools = [t["id"] for t in manifest["tools"]]
         self.zero_shot_tools = [t for t in extra_tools if t not in self.learned_tools]
-        if self.zero_shot_tools and config.scorer != "tool_conditioned":
+        has_head = (directory / HEAD_FILE).is_file()
+        by_head = bool(self.zero_shot_tools) and config.new_tools == "head" and has_head
+        if self.zero_shot_tools and not by_head and config.scorer != "tool_conditioned":
             raise PluginError(
-                f"{directory}: a {config.scorer} router scores only the tools it trained with {self.learned_tools}; "
-                f"it cannot add {self.zero_shot_tools} (a tool_conditioned router can)"
+                f"{directory}: this {config.scorer} router has no zero-shot head ({HEAD_FILE}: plugins exported "
+                f"before it), so it scores only the tools it trained with {self.learned_tools}; it cannot add "
+                f"{self.zero_shot_tools}"
             )
         recorded = manifest.get("descriptions") or {}
         learned_text = [recorded.get(t) or get_tool(t).description for t in self.learned_tools]
@@ -96,9 +109,18 @@ class RouterPlugin:
             self.router.load_state_dict(load_file(directory / "model.safetensors"))
         except (RuntimeError, KeyError, OSError) as err:
             raise PluginError(f"{directory}: model.safetensors does not fit the declared router ({err})") from err
+        self.head, self.descriptions = None, descriptions
         if self.zero_shot_tools:
             new = self.featurizer.tool_descriptions([get_tool(t).description for t in self.zero_shot_tools])
-            self.router.set_tools(torch.cat([descriptions, new]), [*range(len(descriptions)), *[None] * len(new)])
+            self.descriptions = torch.cat([descriptions, new])
+            if by_head:
+                self.head = DescriptionHead(self.featurizer.columns, descriptions.shape[1])
+                try:
+                    self.head.load_state_dict(load_file(directory / HEAD_FILE))
+                except (RuntimeError, KeyError, OSError) as err:
+                    raise PluginError(f"{directory}: {HEAD_FILE} does not fit the declared router ({err})") from err
+            else:
+                self.router.set_tools(self.descriptions, [*range(len(descriptions)), *[None] * len(new)])
         self.router.eval()
 
     @property
@@ -106,8 +128,16 @@ class RouterPlugin:
         """Every tool this plugin scores: the learned ones, then those added zero-shot."""
         return self.learned_tools + self.zero_shot_tools
 
+    def _added(self, features: torch.Tensor) -> torch.Tensor:
+        """``[B, A]`` the zero-shot head's logits of the added tools (among every tool's descriptions)."""
+        return self.head.logits(features, self.descriptions)[:, len(self.learned_tools) :]
+
     def select_many(self, samples) -> list[tuple[str, ...]]:
-        return [subset_ids(row, self.tools) for row in self.router.select(self.featurizer.of_samples(samples))]
+        features = self.featurizer.of_samples(samples)
+        chosen = self.router.select(features)
+        if self.head is not None:
+            chosen = torch.cat([chosen, (self._added(features) > 0).float()], dim=1)
+        return [subset_ids(row, self.tools) for row in chosen]
 
     def select(self, audio: str, question: str, choices=()) -> list[str]:
         from ...data.sample import Sample
@@ -116,8 +146,11 @@ class RouterPlugin:
         return list(self.select_many([query])[0])
 
     def probabilities(self, audio: str, question: str, choices=()) -> dict[str, float]:
-        probs = self.router.tool_probabilities(self.featurizer([question], [str(audio)], [tuple(choices)]))[0]
-        return {t: round(float(p), 4) for t, p in zip(self.tools, probs)}
+        features = self.featurizer([question], [str(audio)], [tuple(choices)])
+        probs = self.router.tool_probabilities(features)
+        if self.head is not None:
+            probs = torch.cat([probs, torch.sigmoid(self._added(features))], dim=1)
+        return {t: round(float(p), 4) for t, p in zip(self.tools, probs[0])}
 
 
 def open_plugin(directory: Path, manifest: dict, extra_tools=()) -> RouterPlugin:

@@ -34,6 +34,7 @@ from ...data.sample import Sample
 from ...grpo import GRPOConfig, advantages, grpo_loss
 from .ensemble import RouterEnsemble
 from .model import Router, drop_inputs, subset_ids
+from .zero_shot import DescriptionHead
 
 
 @dataclass
@@ -172,6 +173,8 @@ class RouterTrainer:
         for _ in range(cfg.inner_epochs):
             logp_new = self.policy.log_prob(feats, draws, cfg.temperature, per_tool)
             loss, stats = grpo_loss(logp_new, logp_old, logp_ref, advantage, cfg.clip_epsilon, cfg.beta)
+            if per_tool:  # summed over the tools, as a subset's log-probability sums them: the same step size
+                loss = loss * draws.shape[-1]
             if cfg.entropy_coef:
                 entropy = self.policy.tool_entropy(feats, cfg.temperature)
                 loss, stats = loss - cfg.entropy_coef * entropy, {**stats, "entropy": entropy.item()}
@@ -388,6 +391,10 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
         "final": runs[0][2][-1] if runs[0][2] else None,
     }
     policy = runs[0][0] if members == 1 else RouterEnsemble([p for p, _, _ in runs])
+    # tools added after training are scored by a head fitted to what the trained router selects
+    head = DescriptionHead(featurizer.columns, descriptions.shape[1])
+    tuning = (dev[0], policy.select(dev[0])) if dev else None
+    summary["zero_shot_head"] = head.fit(features, descriptions, policy.select(features), tuning)
     plugin_dir = export_router(
         ctx.run_dir / "plugin",
         policy,
@@ -398,5 +405,6 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
         config.tools.max_seconds,
         ctx.config_dict,
         {"training": summary},
+        head,
     )
     return plugin_dir, summary, None  # the recipe loads the exported plugin itself: it is cheap and checks it
