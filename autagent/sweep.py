@@ -191,8 +191,10 @@ def added_tools_summary(by_seed: dict) -> dict:
         return {}
     out = {"added/accuracy": _mean_std([r["methods"]["policy"]["accuracy"] for r in runs])}
     for tool in runs[0]["tools"]:
-        recalls = [r["methods"]["policy"]["selection"]["per_tool"].get(tool, {}).get("recall") or 0.0 for r in runs]
-        out[f"added/{tool}/recall"] = _mean_std(recalls)
+        rows = [r["methods"]["policy"]["selection"]["per_tool"].get(tool, {}) for r in runs]
+        out[f"added/{tool}/recall"] = _mean_std([row.get("recall") or 0.0 for row in rows])
+        out[f"added/{tool}/precision"] = _mean_std([row.get("precision") or 0.0 for row in rows])
+        out[f"added/{tool}/calls"] = _mean_std([float(row.get("called") or 0) for row in rows])
     return out
 
 
@@ -243,12 +245,16 @@ def markdown(summary: dict) -> str:
             "",
             "Tools added after training (recall on the test items that need them):",
             "",
-            "| variant | accuracy, trained tools | accuracy, tools added | added tool recall |",
-            "|---|---|---|---|",
+            "| variant | accuracy, trained tools | accuracy, tools added | added tool: recall | precision | calls |",
+            "|---|---|---|---|---|---|",
         ]
         for name, v in added.items():
-            recalls = ", ".join(f"{k.split('/')[1]} {pm(r)}" for k, r in v.items() if k.endswith("/recall"))
-            lines.append(f"| {name} | {pm(v['accuracy'])} | {pm(v['added/accuracy'])} | {recalls} |")
+            tools = [k.split("/")[1] for k in v if k.startswith("added/") and k.endswith("/recall")]
+            cells = [
+                ", ".join(f"{t} {pm(v[f'added/{t}/{key}'], scale, digits)}" for t in tools)
+                for key, scale, digits in (("recall", 100.0, 1), ("precision", 100.0, 1), ("calls", 1.0, 0))
+            ]
+            lines.append(f"| {name} | {pm(v['accuracy'])} | {pm(v['added/accuracy'])} | {' | '.join(cells)} |")
     if summary["compare"]:
         lines += ["", "| pair (same seed) | items where the two policies select differently |", "|---|---|"]
         lines += [

@@ -132,3 +132,28 @@ def test_a_factored_plugin_adds_a_tool_through_its_head_and_keeps_the_learned_to
         load(without, extra_tools=["pitch"])
     with pytest.raises(ValueError, match="new_tools"):
         RouterConfig(new_tools="scorer")  # the scorer's own way needs the tool_conditioned scorer
+
+
+def test_the_sweep_reports_an_added_tools_recall_precision_and_calls_over_seeds():
+    from autagent.sweep import added_tools_summary, markdown
+
+    def run(accuracy, recall, precision, called):
+        per_tool = {"tempo": {"recall": recall, "precision": precision, "called": called, "needed": 26}}
+        return {
+            "added_tools": {
+                "tools": ["tempo"],
+                "methods": {"policy": {"accuracy": accuracy, "selection": {"per_tool": per_tool}}},
+            }
+        }
+
+    out = added_tools_summary({0: run(0.6, 0.5, 0.25, 40), 1: run(0.7, 1.0, 0.75, 30)})
+    assert out["added/accuracy"]["values"] == [0.6, 0.7]
+    assert out["added/tempo/recall"]["mean"] == pytest.approx(0.75)
+    assert out["added/tempo/precision"]["values"] == [0.25, 0.75] and out["added/tempo/calls"]["mean"] == 35.0
+    variant = {**out, **{k: {"mean": 0.0, "std": 0.0, "values": [0.0]} for k in ("accuracy", "avg_tools")}}
+    for key in ("selection_precision", "selection_recall", "no_call_on_hearing_items"):
+        variant[key] = {"mean": 0.0, "std": 0.0, "values": [0.0]}
+    text = markdown(
+        {"sweep": "s", "seeds": [0, 1], "variants": {"tempo-added": variant}, "baselines": {}, "compare": []}
+    )
+    assert "| tempo-added | 0.0 ± 0.0 | 65.0 ± 7.1 | tempo 75.0 ± 35.4 | tempo 50.0 ± 35.4 | tempo 35 ± 7 |" in text
