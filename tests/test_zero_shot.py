@@ -72,6 +72,9 @@ def test_signals_are_each_descriptions_similarity_standardised_over_the_training
     expected = (cosine - cosine.mean(0)) / cosine.std(0)  # the covariance form is exactly this for a known tool
     assert torch.allclose(signals[..., 0].double(), expected, atol=1e-3)
     assert torch.allclose(signals[..., 2], signals[..., 0] - best_of_the_others(signals[..., :1]).squeeze(-1))
+    head.prepare(descriptions)  # a plugin's fixed tools: standardisers computed once, the same signals
+    assert torch.allclose(head.signals(features, descriptions), signals)
+    assert torch.allclose(head.signals(features, descriptions[:2].clone())[..., :2], signals[:, :2, :2])
     start, end = featurizer.columns["choices"]
     blanked = features.clone()
     blanked[:, start:end] = 0.0  # choices set aside: they say nothing, neither for nor against

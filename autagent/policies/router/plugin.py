@@ -119,6 +119,7 @@ class RouterPlugin:
                     self.head.load_state_dict(load_file(directory / HEAD_FILE))
                 except (RuntimeError, KeyError, OSError) as err:
                     raise PluginError(f"{directory}: {HEAD_FILE} does not fit the declared router ({err})") from err
+                self.head.prepare(self.descriptions)
             else:
                 self.router.set_tools(self.descriptions, [*range(len(descriptions)), *[None] * len(new)])
         self.router.eval()

@@ -49,6 +49,21 @@ class DescriptionHead(nn.Module):
             self.register_buffer(f"{name}_cov", torch.eye(text_dim))
         self.register_buffer("weight", torch.zeros(2 * len(self.inputs)))
         self.register_buffer("bias", torch.tensor(-30.0))  # unfitted: calls nothing
+        self._prepared: tuple | None = None
+        """(descriptions, their standardisers) kept by :meth:`prepare` for a plugin's fixed tool set."""
+
+    def prepare(self, descriptions: torch.Tensor) -> None:
+        """Compute each description's mean and spread once: a plugin's tools are fixed while it selects,
+        so a query then costs a cosine per (input, tool)."""
+        self._prepared = (descriptions, self._standardisers(descriptions.float()))
+
+    def _standardisers(self, descriptions: torch.Tensor) -> list[tuple[torch.Tensor, torch.Tensor]]:
+        """Per text input, ``[T]`` the mean and the spread of each description's cosine over the training queries."""
+        out = []
+        for name in self.inputs:
+            var = torch.einsum("td,de,te->t", descriptions, getattr(self, f"{name}_cov"), descriptions)
+            out.append((getattr(self, f"{name}_mean") @ descriptions.T, (var + RIDGE).sqrt()))
+        return out
 
     def _unit(self, features: torch.Tensor, name: str) -> tuple[torch.Tensor, torch.Tensor]:
         """``[B, dim]`` unit embeddings of input ``name`` and ``[B]`` whether the row holds one (not blanked)."""
@@ -59,13 +74,13 @@ class DescriptionHead(nn.Module):
     def signals(self, features: torch.Tensor, descriptions: torch.Tensor) -> torch.Tensor:
         """``[B, T, 2K]``: each text input's standardised similarity to each tool's description, then each
         one's margin over the best other tool (K text inputs, T tools)."""
+        prepared = self._prepared is not None and self._prepared[0] is descriptions
         descriptions = descriptions.float()
+        standardisers = self._prepared[1] if prepared else self._standardisers(descriptions)
         zs = []
-        for name in self.inputs:
+        for name, (mean, spread) in zip(self.inputs, standardisers):
             unit, present = self._unit(features, name)
-            mean = getattr(self, f"{name}_mean") @ descriptions.T
-            var = torch.einsum("td,de,te->t", descriptions, getattr(self, f"{name}_cov"), descriptions)
-            z = (unit @ descriptions.T - mean) / (var + RIDGE).sqrt()
+            z = (unit @ descriptions.T - mean) / spread
             zs.append(torch.where(present.unsqueeze(-1), z, torch.zeros_like(z)))
         z = torch.stack(zs, dim=-1)  # [B, T, K]
         return torch.cat([z, z - best_of_the_others(z)], dim=-1)
@@ -85,6 +100,7 @@ class DescriptionHead(nn.Module):
         """Fit the standardisers on the training queries' ``features``, the logistic model on the router's
         0/1 ``selections [N, T]`` of the learned tools, and the threshold on ``dev`` (features and the
         router's selections there; without it, the training queries').  Returns what it fitted."""
+        self._prepared = None
         for name in self.inputs:
             unit, present = self._unit(features, name)
             rows = unit[present].double()
