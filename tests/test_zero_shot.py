@@ -131,6 +131,7 @@ def test_a_factored_plugin_adds_a_tool_through_its_head_and_keeps_the_learned_to
     assert rows["asr"] == "learned" and rows["pitch"] == "zero-shot"
     without = export_router(tmp_path / "q", router, featurizer, learned, "embedded", {}, 30.0, {})
     assert not json.loads((without / "manifest.json").read_text())["scores_new_tools"]
+    assert json.loads((without / "manifest.json").read_text())["new_tools"] is None
     with pytest.raises(PluginError, match="has no zero-shot head"):
         load(without, extra_tools=["pitch"])
     with pytest.raises(ValueError, match="new_tools"):

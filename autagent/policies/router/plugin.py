@@ -55,7 +55,9 @@ def export_router(
             "policy_config": dataclasses.asdict(router.config),
             "descriptions": {t: get_tool(t).description for t in tool_ids},
             "scores_new_tools": head is not None or router.config.scorer == "tool_conditioned",
-            "new_tools": "head" if head is not None and router.config.new_tools == "head" else "scorer",
+            "new_tools": "head"
+            if head is not None and router.config.new_tools == "head"
+            else ("scorer" if router.config.scorer == "tool_conditioned" else None),
             "training_config": training_config,
             "metrics": metrics or {},
         },
