@@ -159,14 +159,14 @@ class RouterTrainer:
             feats = drop_inputs(feats, self.columns, self.policy.config.input_dropout, generator)
         draws = self.policy.sample(feats, cfg.group_size, generator, cfg.temperature)  # [B, G, T]
         reward_matrix, flat = self.rewards_of(batch, draws)
-        if cfg.credit == "tool":  # [B, G, T]: what flipping each tool's decision would change
+        per_tool = cfg.credit == "tool"
+        if per_tool:  # [B, G, T]: what flipping each tool's decision would change
             tools = draws.shape[-1]
             every_flip = torch.cat([flipped(draws, t) for t in range(tools)], dim=1)  # one ask for all: [B, T·G, T]
             flip_rewards = self.rewards_of(batch, every_flip)[0].view(len(batch), tools, cfg.group_size)
             advantage = reward_matrix.unsqueeze(-1) - flip_rewards.transpose(1, 2)
         else:
             advantage = advantages(reward_matrix, cfg.advantage, cfg.advantage_epsilon)
-        per_tool = cfg.credit == "tool"
         with torch.no_grad():
             logp_old = self.policy.log_prob(feats, draws, cfg.temperature, per_tool)
             logp_ref = self.reference.log_prob(feats, draws, cfg.temperature, per_tool)

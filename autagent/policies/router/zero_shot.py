@@ -107,8 +107,7 @@ class DescriptionHead(nn.Module):
             if len(rows) >= 2:
                 getattr(self, f"{name}_mean").copy_(rows.mean(0).float())
                 getattr(self, f"{name}_cov").copy_(torch.cov(rows.T).float())
-        x = self.signals(features, descriptions).reshape(-1, self.weight.numel()).double()
-        y = selections.reshape(-1).double()
+        x, y = self._flat(features, selections, descriptions)
         if y.sum() == 0 or y.sum() == len(y):  # nothing to imitate: the head keeps calling nothing
             return {"fitted": False, "reason": "the router calls every tool or none on the training queries"}
         w = torch.zeros(x.shape[1] + 1, dtype=torch.float64)
@@ -124,7 +123,7 @@ class DescriptionHead(nn.Module):
 
             optimiser.step(loss)
         w = w.detach()
-        tune_x, tune_y = (x, y) if dev is None else self._flat(dev, descriptions)
+        tune_x, tune_y = (x, y) if dev is None else self._flat(*dev, descriptions)
         threshold, f1 = best_threshold(tune_x @ w[:-1] + w[-1], tune_y)
         self.weight.copy_(w[:-1].float())
         self.bias.copy_((w[-1] - threshold).float())
@@ -136,11 +135,10 @@ class DescriptionHead(nn.Module):
             "f1_against_the_router": round(f1, 4),
         }
 
-    def _flat(self, data: tuple[torch.Tensor, torch.Tensor], descriptions: torch.Tensor):
-        features, selections = data
-        return self.signals(features, descriptions).reshape(-1, self.weight.numel()).double(), selections.reshape(
-            -1
-        ).double()
+    def _flat(self, features: torch.Tensor, selections: torch.Tensor, descriptions: torch.Tensor):
+        """One row per (query, tool): ``[N·T, 2K]`` signals and ``[N·T]`` the router's 0/1 selections."""
+        signals = self.signals(features, descriptions).reshape(-1, self.weight.numel())
+        return signals.double(), selections.reshape(-1).double()
 
 
 def best_of_the_others(z: torch.Tensor) -> torch.Tensor:
