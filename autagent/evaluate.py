@@ -37,6 +37,7 @@ METHODS = (
     "oracle_single",
     "oracle_subsets",
     "oracle_kind",
+    "oracle_labels",
     "policy",
 )
 SELECTORS = ("random", "tools_desc", "oracle_subsets", "oracle_kind", "policy")  # methods whose choice is scored
@@ -130,6 +131,16 @@ def lookup_oracle(samples, per_candidate: dict[Subset, MethodResult]) -> MethodR
         [r.correct[i] for i, r in enumerate(picked)],
         [r.errors[i] for i, r in enumerate(picked)],
     )
+
+
+def labelled_subsets(samples: list[Sample], tool_ids: Subset) -> list[Subset] | None:
+    """Each sample's labelled tools (``meta.tools``: those whose output reveals the answer) among
+    ``tool_ids``, in their order (none for a row the loader could not score); None unless every
+    scorable sample carries the label (published benchmarks do not)."""
+    scorable = [s for s in samples if not s.meta.get("unscorable")]
+    if not scorable or not all(isinstance(s.meta.get("tools"), list) for s in scorable):
+        return None
+    return [tuple(t for t in tool_ids if t in (s.meta.get("tools") or ())) for s in samples]
 
 
 def _rates(samples, result: MethodResult, key: Callable) -> dict:
@@ -256,6 +267,9 @@ def evaluate(
         plan.append(("oracle_subsets", lambda: oracle(reasoner, samples, records, subsets, answers())))
     if "oracle_kind" in wanted:
         plan.append(("oracle_kind", lambda: lookup_oracle(samples, answers())))
+    labelled = labelled_subsets(samples, tool_ids) if "oracle_labels" in wanted else None
+    if labelled is not None:
+        plan.append(("oracle_labels", lambda: run_method(reasoner, samples, records, labelled)))
     if "policy" in wanted and policy_select is not None:
         plan.append(("policy", lambda: run_method(reasoner, samples, records, policy_select(samples))))
     results: dict[str, MethodResult] = {}

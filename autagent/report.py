@@ -16,6 +16,7 @@ LABELS = {
     "oracle_single": "Oracle (single tool)",
     "oracle_subsets": "Oracle (all subsets)",
     "oracle_kind": "Oracle (one subset per kind)",
+    "oracle_labels": "Oracle (labelled tools)",
     "policy": "AuTAgent (trained policy)",
 }
 

@@ -33,7 +33,16 @@ import yaml
 
 from .config import ConfigError, load_config, save_config
 
-BASELINES = ("no_tool", "random", "all_tools", "tools_desc", "oracle_single", "oracle_subsets", "oracle_kind")
+BASELINES = (
+    "no_tool",
+    "random",
+    "all_tools",
+    "tools_desc",
+    "oracle_single",
+    "oracle_subsets",
+    "oracle_kind",
+    "oracle_labels",
+)
 
 
 def read_sweep(path: str | Path) -> dict:

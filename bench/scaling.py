@@ -21,11 +21,13 @@ Usage: .venv/bin/python bench/scaling.py [--queries N]
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import statistics
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -83,6 +85,7 @@ def main() -> None:
     from autagent.policies.router.ensemble import build
     from autagent.policies.router.features import Featurizer
     from autagent.policies.router.model import Router, RouterConfig
+    from autagent.policies.router.plugin import select_with_head
     from autagent.policies.router.zero_shot import DescriptionHead
     from tools import PAPER_TOOLS
     from tools.registry import register
@@ -127,7 +130,9 @@ def main() -> None:
         head = DescriptionHead(columns, descriptions.shape[1])
         head.weight.fill_(0.5)  # any weights: the cost is the same
         head.prepare(descriptions)
-        added = latency_of(_WithAdded(six, head, descriptions))
+        added = latency_of(
+            SimpleNamespace(select=functools.partial(select_with_head, six, head, descriptions=descriptions))
+        )
         tokens = len(tokenizer(agent_prompt(questions[0], tool_ids), verbose=False)["input_ids"])
         selector = DescriptionSelector(tool_ids)
         desc = []
@@ -147,20 +152,6 @@ def main() -> None:
             f"{1000 * ens:15.3f} {ens / base[3]:6.2f} {1000 * add:13.3f} {add / base[4]:6.2f} {tokens:17d} "
             f"{tokens / base[5]:6.2f} {1000 * desc:16.3f} {desc / base[6]:6.2f}"
         )
-
-
-class _WithAdded:
-    """A plugin's selection: the trained router's for its tools, the zero-shot head's for those added."""
-
-    def __init__(self, router, head, descriptions):
-        self.router, self.head, self.descriptions = router, head, descriptions
-
-    def select(self, features):
-        import torch
-
-        chosen = self.router.select(features)
-        added = self.head.logits(features, self.descriptions)[:, chosen.shape[1] :] > 0
-        return torch.cat([chosen, added.float()], dim=1)
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ def test_train_then_resume_then_eval_select_answer(tiny_config, tiny_bench, tmp_
         "oracle_single",
         "oracle_subsets",
         "oracle_kind",
+        "oracle_labels",
         "policy",
         *[f"single:{t}" for t in tiny_bench["tools"]],
     }

@@ -115,6 +115,22 @@ def test_lookup_oracle_takes_one_subset_per_kind():
     assert result.predictions == ["x", "x", "y", "x"]
 
 
+def test_label_oracle_calls_each_items_labelled_tools_and_needs_labels_on_every_scorable_row():
+    """The generator's knowledge as a selector: an item's labelled tools in the library's order (a tool
+    not enabled dropped); a row the loader could not score gets none; a dataset whose scorable rows are
+    not all labelled (a published benchmark) has no such oracle."""
+    from autagent.evaluate import labelled_subsets
+
+    def row(i, **meta):
+        return Sample(f"s{i}", "a.wav", "q", ("x", "y"), "x", meta=meta)
+
+    library = ("asr", "emotion", "tempo")
+    samples = [row(0, tools=["tempo", "asr"]), row(1, tools=[]), row(2, tools=["pitch"]), row(3, unscorable="bad")]
+    assert labelled_subsets(samples, library) == [("asr", "tempo"), (), (), ()]
+    assert labelled_subsets([*samples, row(4)], library) is None
+    assert labelled_subsets([row(5, unscorable="bad")], library) is None
+
+
 def test_binary_reward_pays_the_price_too_and_defaults_are_the_papers():
     """Without a cost both rewards are the paper's; with one, each tool called is subtracted."""
     from rewards import RewardConfig

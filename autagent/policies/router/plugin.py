@@ -136,10 +136,7 @@ class RouterPlugin:
         return self.head.logits(features, self.descriptions)[:, len(self.learned_tools) :]
 
     def select_many(self, samples) -> list[tuple[str, ...]]:
-        features = self.featurizer.of_samples(samples)
-        chosen = self.router.select(features)
-        if self.head is not None:
-            chosen = torch.cat([chosen, (self._added(features) > 0).float()], dim=1)
+        chosen = select_with_head(self.router, self.head, self.featurizer.of_samples(samples), self.descriptions)
         return [subset_ids(row, self.tools) for row in chosen]
 
     def select(self, audio: str, question: str, choices=()) -> list[str]:
@@ -154,6 +151,16 @@ class RouterPlugin:
         if self.head is not None:
             probs = torch.cat([probs, torch.sigmoid(self._added(features))], dim=1)
         return {t: round(float(p), 4) for t, p in zip(self.tools, probs[0])}
+
+
+def select_with_head(router, head: DescriptionHead | None, features: torch.Tensor, descriptions: torch.Tensor):
+    """``[B, T]`` 0/1 selections: the router's of the tools it learned, then the head's of the tools added
+    after them (``descriptions``: every tool's, the learned first); the router's alone without a head."""
+    chosen = router.select(features)
+    if head is None:
+        return chosen
+    added = head.logits(features, descriptions)[:, chosen.shape[1] :] > 0
+    return torch.cat([chosen, added.float()], dim=1)
 
 
 def open_plugin(directory: Path, manifest: dict, extra_tools=()) -> RouterPlugin:
