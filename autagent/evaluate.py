@@ -3,8 +3,9 @@
 Methods (``metrics.json`` names): ``no_tool``, ``random``, ``all_tools``, ``tools_desc``,
 ``single:<tool>`` for each enabled tool, ``oracle_single`` (right if any single tool's path is
 right), ``oracle_subsets`` (right if any subset's path is right), ``oracle_kind`` (the best fixed
-subset per question kind: the ceiling of a lookup table from question type to tools) and ``policy``
-(a trained plugin).
+subset per question kind: the ceiling of a lookup table from question type to tools),
+``oracle_labels`` (each item's labelled tools, those whose output reveals its answer; only for a
+dataset labelled on every scorable row, as the embedded benchmark is) and ``policy`` (a trained plugin).
 Every reasoner call goes through the answer cache, so methods share answers.
 
 Every row counts: a row the loader could not score, a clip no tool or reasoner could read and a

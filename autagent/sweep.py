@@ -32,17 +32,9 @@ from pathlib import Path
 import yaml
 
 from .config import ConfigError, load_config, save_config
+from .evaluate import METHODS
 
-BASELINES = (
-    "no_tool",
-    "random",
-    "all_tools",
-    "tools_desc",
-    "oracle_single",
-    "oracle_subsets",
-    "oracle_kind",
-    "oracle_labels",
-)
+BASELINES = tuple(m for m in METHODS if m not in ("single", "policy"))  # one row each in a sweep's summary
 
 
 def read_sweep(path: str | Path) -> dict:

@@ -131,10 +131,6 @@ class RouterPlugin:
         """Every tool this plugin scores: the learned ones, then those added zero-shot."""
         return self.learned_tools + self.zero_shot_tools
 
-    def _added(self, features: torch.Tensor) -> torch.Tensor:
-        """``[B, A]`` the zero-shot head's logits of the added tools (among every tool's descriptions)."""
-        return self.head.logits(features, self.descriptions)[:, len(self.learned_tools) :]
-
     def select_many(self, samples) -> list[tuple[str, ...]]:
         chosen = select_with_head(self.router, self.head, self.featurizer.of_samples(samples), self.descriptions)
         return [subset_ids(row, self.tools) for row in chosen]
@@ -149,7 +145,8 @@ class RouterPlugin:
         features = self.featurizer([question], [str(audio)], [tuple(choices)])
         probs = self.router.tool_probabilities(features)
         if self.head is not None:
-            probs = torch.cat([probs, torch.sigmoid(self._added(features))], dim=1)
+            added = added_logits(self.head, features, self.descriptions, len(self.learned_tools))
+            probs = torch.cat([probs, torch.sigmoid(added)], dim=1)
         return {t: round(float(p), 4) for t, p in zip(self.tools, probs[0])}
 
 
@@ -159,8 +156,14 @@ def select_with_head(router, head: DescriptionHead | None, features: torch.Tenso
     chosen = router.select(features)
     if head is None:
         return chosen
-    added = head.logits(features, descriptions)[:, chosen.shape[1] :] > 0
+    added = added_logits(head, features, descriptions, chosen.shape[1]) > 0
     return torch.cat([chosen, added.float()], dim=1)
+
+
+def added_logits(head: DescriptionHead, features: torch.Tensor, descriptions: torch.Tensor, learned: int):
+    """``[B, A]`` the zero-shot head's logits of the tools added after the ``learned`` first ones (the head
+    scores every tool's description; a plugin lists its learned tools first)."""
+    return head.logits(features, descriptions)[:, learned:]
 
 
 def open_plugin(directory: Path, manifest: dict, extra_tools=()) -> RouterPlugin:
