@@ -311,6 +311,51 @@ def test_lm_policy_learns_a_rewarded_index_list(tiny_bench, tmp_path):
     assert sum(rewards[-5:]) / 5 > sum(rewards[:5]) / 5
 
 
+DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_completion_logprob_runs_on_whatever_device_the_model_is_on(device, tiny_bench, tmp_path):
+    """The prompt, the clip's features, the target ids and the grammar's index all go where the model is
+    (on CUDA, main built them on the CPU and failed with "Expected all tensors to be on the same
+    device"), and the value is log π(completion) as the model's own cross-entropy gives it."""
+    from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
+
+    from autagent.policies.lm.recipe import build_tiny_policy
+    from autagent.policies.lm.rollout import completion_logprob, encode_prompts
+
+    model_dir = build_tiny_policy(tmp_path / "model", seed=0)
+    processor = AutoProcessor.from_pretrained(model_dir)
+    model = Qwen2AudioForConditionalGeneration.from_pretrained(model_dir, dtype=torch.float32).to(device).eval()
+    seen = []
+    model.register_forward_pre_hook(
+        lambda module, args, kwargs: seen.extend(v.device.type for v in kwargs.values() if torch.is_tensor(v)),
+        with_kwargs=True,
+    )
+    sample = tiny_bench["train"][0]
+    prompt, completion = agent_prompt(sample.question, SIX), "<answer>4</answer>"
+    free = completion_logprob(model, processor, prompt, sample.audio, completion)
+    grammar = AnswerGrammar(processor.tokenizer, 0, len(SIX))
+    constrained = completion_logprob(model, processor, prompt, sample.audio, completion, grammar=grammar)
+    assert seen and set(seen) == {device}
+    assert free < constrained <= 0.0  # the grammar's mask only renormalises over fewer tokens
+
+    inputs = encode_prompts(processor, [prompt], [sample.audio], 30.0)
+    target = processor.tokenizer(completion, add_special_tokens=False)["input_ids"] + [processor.tokenizer.eos_token_id]
+    ids = torch.cat([inputs["input_ids"], torch.tensor([target])], dim=1)
+    labels = ids.clone()
+    labels[:, : inputs["input_ids"].shape[1]] = -100
+    with torch.no_grad():
+        loss = model.cpu()(
+            input_ids=ids,
+            attention_mask=torch.ones_like(ids),
+            input_features=inputs["input_features"],
+            feature_attention_mask=inputs["feature_attention_mask"],
+            labels=labels,
+        ).loss
+    assert free == pytest.approx(-float(loss) * len(target), rel=1e-4)
+
+
 def _silent_reward(prompts, completions, **_):
     return [0.0] * len(completions)
 

@@ -114,12 +114,15 @@ def completion_logprob(
     grammar: AnswerGrammar | None = None,
 ) -> float:
     """log π(completion | clip, prompt) under ``model``, teacher-forced, EOS included; under ``grammar``
-    when given (the distribution constrained decoding samples from)."""
+    when given (the distribution constrained decoding samples from).  Every tensor (the prompt, the
+    clip's features, the target ids and the grammar's index) is put on the model's device."""
     import torch
 
-    inputs = encode_prompts(processor, [question_prompt], [audio], max_seconds)
+    device = next(model.parameters()).device
+    inputs = encode_prompts(processor, [question_prompt], [audio], max_seconds).to(device)
     target = processor.tokenizer(completion, add_special_tokens=False)["input_ids"] + [processor.tokenizer.eos_token_id]
-    ids = torch.cat([inputs["input_ids"], torch.tensor([target])], dim=1)
+    target_ids = torch.tensor([target], device=device)
+    ids = torch.cat([inputs["input_ids"], target_ids], dim=1)
     with torch.no_grad():
         logits = model(
             input_ids=ids,
@@ -130,9 +133,9 @@ def completion_logprob(
     logits = logits[:, -len(target) - 1 : -1].float()
     if grammar is not None:
         index, valid = grammar_allowed(grammar, [target], len(target))
-        return float(masked_logps(logits, torch.tensor([target]), index, valid, 1.0)[0].sum())
-    logp = torch.log_softmax(logits[0], dim=-1)
-    return float(logp.gather(1, torch.tensor(target).unsqueeze(1)).sum())
+        return float(masked_logps(logits, target_ids, index, valid, 1.0)[0].sum())
+    logp = torch.log_softmax(logits, dim=-1)
+    return float(logp.gather(-1, target_ids.unsqueeze(-1)).sum())
 
 
 @contextmanager
