@@ -356,6 +356,52 @@ def test_completion_logprob_runs_on_whatever_device_the_model_is_on(device, tiny
     assert free == pytest.approx(-float(loss) * len(target), rel=1e-4)
 
 
+def _moved_by_two_steps(tiny_bench, tmp_path, **overrides):
+    """How far two GRPO steps at the paper's lr 1e-6 move the weights (the L2 norm of the change, in
+    fp32), what share of them moved, the dtypes the decoder's projections computed in, and the trainer."""
+
+    def reward_is_length(prompts, completions, **_):
+        return [1.0 + len(parse_selection(c, SIX).tools) for c in completions]
+
+    overrides = {"grpo.steps": 2, "grpo.advantage": "reward", "policy.lm.learning_rate": 1e-6, **overrides}
+    trainer, _, _ = _trainer(tiny_bench, tmp_path, reward_is_length, **overrides)
+    model = trainer.model
+    before = {n: p.detach().float().clone() for n, p in model.named_parameters()}
+    computed = set()
+    model.model.language_model.layers[0].self_attn.q_proj.register_forward_hook(
+        lambda module, args, out: computed.add(out.dtype)
+    )
+    trainer.train()
+    after = dict(model.named_parameters())
+    change = torch.cat([(after[n].detach().float() - w).flatten() for n, w in before.items()])
+    return float(change.norm()), float((change != 0).float().mean()), computed, trainer
+
+
+def test_bf16_learns_at_the_papers_learning_rate_with_fp32_masters(tiny_bench, tmp_path, monkeypatch):
+    """policy.lm.bf16 is bf16 compute over fp32 master weights and fp32 AdamW state, honoured on the CPU
+    too: at lr 1e-6 two steps move the weights as far as the fp32 run does (within 20 %).  On main the
+    flag was ignored on the CPU (no bf16 compute here), and on a GPU it loaded bf16 weights that AdamW
+    updated in place: that run, reproduced here, keeps almost none of the change."""
+    from autagent.policies.lm import trainer as trainer_module
+
+    fp32, fp32_share, _, _ = _moved_by_two_steps(tiny_bench, tmp_path / "fp32", **{"policy.lm.bf16": False})
+    bf16, share, computed, trainer = _moved_by_two_steps(tiny_bench, tmp_path / "bf16", **{"policy.lm.bf16": True})
+    assert computed == {torch.bfloat16}  # sampling and both log-probability passes ran in bf16
+    assert {p.dtype for p in trainer.model.parameters()} == {torch.float32}  # the masters
+    moments = [v for state in trainer.optimizer.state.values() for k, v in state.items() if k.startswith("exp_avg")]
+    assert moments and {v.dtype for v in moments} == {torch.float32}
+    assert fp32 > 0 and fp32_share > 0.2  # (the embeddings of tokens no prompt holds get no gradient)
+    assert bf16 == pytest.approx(fp32, rel=0.2) and share == pytest.approx(fp32_share, rel=0.2), (
+        bf16,
+        fp32,
+        share,
+        fp32_share,
+    )
+    monkeypatch.setattr(trainer_module, "weight_dtype", lambda lm, deepspeed: torch.bfloat16)  # main on a GPU
+    in_place, in_place_share, _, _ = _moved_by_two_steps(tiny_bench, tmp_path / "in_place", **{"policy.lm.bf16": True})
+    assert in_place < 0.5 * fp32 and in_place_share < 0.5 * fp32_share, (in_place, in_place_share)
+
+
 def _silent_reward(prompts, completions, **_):
     return [0.0] * len(completions)
 

@@ -32,7 +32,10 @@ class LMPolicyConfig:
     invalid_reward: float = -1.0
     """Reward of a completion whose <answer> cannot be parsed."""
     bf16: bool = True
-    """bfloat16 on GPU (ignored on CPU)."""
+    """bf16 compute with fp32 master weights and optimizer state, on a GPU or the CPU alike: without
+    DeepSpeed the weights are fp32 and accelerate autocasts the forward passes to bf16; under
+    DeepSpeed they are bf16 and DeepSpeed keeps the fp32 masters (docs/cluster.md).  The reference
+    model (beta > 0) is held in bf16.  False: fp32 throughout."""
     use_cpu: bool = False
     """Train on CPU (the tiny model)."""
     gradient_checkpointing: bool = False

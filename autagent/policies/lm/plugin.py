@@ -82,6 +82,8 @@ class LMPlugin:
     def select_many(self, samples) -> list[tuple[str, ...]]:
         """Greedy tool choices in batches; an unreadable clip or an unparseable completion selects no
         tool (counted in ``invalid``)."""
+        import torch
+
         from tools.audio import AudioError, load_audio
 
         from .rollout import encode_prompts, generate_selections
@@ -103,9 +105,12 @@ class LMPlugin:
                 [str(samples[i].audio) for i in rows],
                 self.config.audio_max_seconds,
             ).to(self.device)
-            completions = generate_selections(
-                self.model, self.processor, inputs, self.config, len(self.tools), do_sample=False
-            )
+            # A model trained with fp32 masters selects in bf16, as a plugin loaded on a GPU does.
+            in_bf16 = self.config.bf16 and self.device.type == "cuda"
+            with torch.autocast(self.device.type, torch.bfloat16, enabled=in_bf16):
+                completions = generate_selections(
+                    self.model, self.processor, inputs, self.config, len(self.tools), do_sample=False
+                )
             for i, ids in zip(rows, completions):
                 selection = parse_selection(self.processor.tokenizer.decode(ids, skip_special_tokens=True), self.tools)
                 self.invalid += not selection.valid

@@ -107,6 +107,21 @@ def trainer_class():
     return AudioGRPOTrainer
 
 
+def weight_dtype(lm: LMPolicyConfig, deepspeed: bool):
+    """The dtype the policy's weights are loaded in.
+
+    ``policy.lm.bf16`` means bf16 compute with fp32 master weights and optimizer state.  Without
+    DeepSpeed (one process, DDP) the weights are loaded in fp32 and accelerate autocasts the
+    forward passes to bf16, so AdamW adds each update to an fp32 weight: at the paper's lr 1e-6 an
+    update is far below bf16's resolution (8 significant bits: 0.4 % of the weight), and bf16 weights
+    updated in place lost most of them (on an H100, one step moved about 2 % of the weights).  Under
+    DeepSpeed the weights are loaded in bf16 because DeepSpeed keeps the fp32 masters itself (its
+    optimizer's flat fp32 partitions) and copies the updated masters back into the bf16 module."""
+    import torch
+
+    return torch.bfloat16 if lm.bf16 and deepspeed else torch.float32
+
+
 def build_grpo_trainer(
     config,
     lm: LMPolicyConfig,
@@ -119,7 +134,6 @@ def build_grpo_trainer(
 ):
     """The TRL trainer for the LM policy, wired to our rollout, the given rewards and the run config."""
     import datasets
-    import torch
     from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
     from trl import GRPOConfig as TRLGRPOConfig
 
@@ -127,8 +141,6 @@ def build_grpo_trainer(
     from .rollout import make_rollout
 
     processor = AutoProcessor.from_pretrained(model_id)
-    dtype = torch.bfloat16 if lm.bf16 and not lm.use_cpu else torch.float32
-    model = Qwen2AudioForConditionalGeneration.from_pretrained(model_id, dtype=dtype)
     rows = [
         {
             "prompt": agent_prompt(s.question, tool_ids),
@@ -152,9 +164,11 @@ def build_grpo_trainer(
         num_iterations=grpo.inner_epochs,
         max_completion_length=lm.max_completion_length,
         use_cpu=lm.use_cpu,
-        bf16=lm.bf16 and not lm.use_cpu,
+        bf16=lm.bf16,  # accelerate's mixed precision: bf16 autocast around fp32 weights, on a GPU or the CPU
         activation_checkpointing=lm.gradient_checkpointing,  # transformers 5 name of gradient checkpointing
         deepspeed=lm.deepspeed,
+        # The reference model (beta > 0) is frozen: it needs no fp32 masters, so it is loaded in bf16.
+        model_init_kwargs={"dtype": "bfloat16" if lm.bf16 else "float32"} if grpo.beta > 0 else None,
         save_steps=lm.save_steps,
         save_strategy="steps",
         logging_steps=lm.logging_steps,
@@ -167,6 +181,8 @@ def build_grpo_trainer(
         save_only_model=False,
         **lm.extra_args,
     )
+    dtype = weight_dtype(lm, deepspeed=args.deepspeed_plugin is not None)
+    model = Qwen2AudioForConditionalGeneration.from_pretrained(model_id, dtype=dtype)
     # TRL's processor handling assumes images; the audio processor lives in our rollout, TRL gets its tokenizer.
     trainer = trainer_class()(
         model=model,
