@@ -77,10 +77,14 @@ test-all: ## every test, slow ones included
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q --durations=10 $(ARGS)
 
-lint:
+README_MAX_LINES ?= 200
+
+lint: ## ruff, the import layers, and the README kept a front door (at most README_MAX_LINES lines)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	@n=$$(wc -l < README.md); if [ "$$n" -gt $(README_MAX_LINES) ]; then \
+	  echo "README.md has $$n lines, more than $(README_MAX_LINES): move results prose to docs/results.md"; exit 1; fi
 
 bench: ## speed and cost measurements (print figures)
 	$(PY) bench/tools.py

@@ -338,6 +338,8 @@ def cmd_serve(args) -> int:
         max_audio_seconds=args.max_audio_seconds,
         allow_remote_audio=args.allow_remote_audio,
         request_log=args.request_log,
+        agentic=args.agentic,
+        max_tool_rounds=args.max_tool_rounds,
     )
     print(
         f"autagent serve: http://{args.host}:{args.port}/v1 ({options.upstream.name}"
@@ -463,7 +465,11 @@ def build_parser() -> argparse.ArgumentParser:
     sv = with_pin(with_config(sub.add_parser("serve", help="an OpenAI-compatible service, a plugin in front")))
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
-    sv.add_argument("--reasoner", choices=["embedded", "qwen2-audio"], help="answer with this reasoner in process")
+    sv.add_argument(
+        "--reasoner",
+        choices=["embedded", "qwen2-audio", "scripted"],
+        help="answer with this reasoner in process (scripted: the embedded one behind a scripted tool caller)",
+    )
     sv.add_argument("--upstream", metavar="URL", help="forward to this OpenAI-compatible server (…/v1)")
     sv.add_argument("--model", help="the model name sent upstream (default: the client's)")
     sv.add_argument("--api-key-env", default="OPENAI_API_KEY", help="the upstream's key is read from this variable")
@@ -476,6 +482,8 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--upstream-timeout", type=float, default=120.0, help="seconds per upstream request")
     sv.add_argument("--upstream-retries", type=int, default=2, help="retries of a failed upstream request")
     sv.add_argument("--request-log", metavar="FILE", help="append each chat request's text (no audio) as a JSON line")
+    sv.add_argument("--agentic", action="store_true", help="offer the tools not selected as function tools")
+    sv.add_argument("--max-tool-rounds", type=int, default=3, help="with --agentic: rounds of tool calls at most")
     sv.set_defaults(func=cmd_serve)
 
     pl = with_config(sub.add_parser("plan", help="the LM policy's memory per GPU under a config (a table)"))

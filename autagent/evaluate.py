@@ -6,6 +6,9 @@ right), ``oracle_subsets`` (right if any subset's path is right), ``oracle_kind`
 subset per question kind: the ceiling of a lookup table from question type to tools),
 ``oracle_labels`` (each item's labelled tools, those whose output reveals its answer; only for a
 dataset labelled on every scorable row, as the embedded benchmark is) and ``policy`` (a trained plugin).
+On request only (:data:`AGENTIC_METHODS`): ``agentic_only`` (the reasoner asks for tools itself,
+Audio-Maestro's loop) and ``agentic`` (the same loop with the plugin's records already in front);
+see :mod:`autagent.agentic`.
 Every reasoner call goes through the answer cache, so methods share answers.
 
 Every row counts: a row the loader could not score, a clip no tool or reasoner could read and a
@@ -24,6 +27,7 @@ from pathlib import Path
 
 from rewards.scoring import is_correct, official_correct
 
+from .agentic import AgenticConfig, AgenticRun, ItemResult
 from .data.sample import Sample
 from .policies.baselines import DescriptionSelector, RandomSelector, all_subsets
 from .reasoners.base import ask_with_records
@@ -41,7 +45,8 @@ METHODS = (
     "oracle_labels",
     "policy",
 )
-SELECTORS = ("random", "tools_desc", "oracle_subsets", "oracle_kind", "policy")  # methods whose choice is scored
+AGENTIC_METHODS = ("agentic_only", "agentic")  # the reasoner calls tools itself; run only when named
+SELECTORS = ("random", "tools_desc", "oracle_subsets", "oracle_kind", "policy", *AGENTIC_METHODS)  # choice scored
 
 
 @dataclass
@@ -62,16 +67,19 @@ class EvalConfig:
     """Tools the policy never trained with, added after training: a second evaluation
     (``<run>/added/``) runs every method with them, and a ``tool_conditioned`` router scores them from
     their descriptions (the held-out-tool experiment)."""
+    agentic: AgenticConfig = field(default_factory=AgenticConfig)
+    """The loop of the ``agentic`` and ``agentic_only`` methods (who asks for tools, how many rounds)."""
 
 
 def check_methods(methods, tool_ids) -> None:
     """Refuse unknown method names (``single:<tool>`` must name an enabled tool)."""
     for name in methods:
-        if name in METHODS:
+        if name in METHODS or name in AGENTIC_METHODS:
             continue
         if name.startswith("single:") and name.split(":", 1)[1] in tool_ids:
             continue
-        raise ValueError(f"eval.methods: unknown method {name!r}; known: {', '.join(METHODS)}, single:<enabled tool>")
+        known = ", ".join(METHODS + AGENTIC_METHODS)
+        raise ValueError(f"eval.methods: unknown method {name!r}; known: {known}, single:<enabled tool>")
 
 
 @dataclass
@@ -80,6 +88,8 @@ class MethodResult:
     predictions: list[str | None]
     correct: list[bool]
     errors: list[str | None]
+    stats: dict = field(default_factory=dict)
+    """Per-method figures beyond accuracy (the agentic loop's rounds, calls and seconds per query)."""
 
 
 def run_method(reasoner, samples, records, subsets: list[Subset]) -> MethodResult:
@@ -89,6 +99,41 @@ def run_method(reasoner, samples, records, subsets: list[Subset]) -> MethodResul
         [r.text for r in replies],
         [is_correct(s, r.text) for s, r in zip(samples, replies)],
         [r.error for r in replies],
+    )
+
+
+def timed_selection(policy_select, samples) -> tuple[list[Subset], float]:
+    """The policy's subsets and its selection's seconds per query."""
+    import time
+
+    started = time.perf_counter()
+    subsets = [tuple(s) for s in policy_select(samples)]
+    return subsets, (time.perf_counter() - started) / max(len(samples), 1)
+
+
+def agentic_method(
+    run: AgenticRun, samples, records, tool_ids, selection: tuple[list[Subset], float] | None = None
+) -> MethodResult:
+    """Every sample through the loop, with ``selection``'s records in front (none: ``agentic_only``)."""
+    subsets, select_seconds = selection or ([()] * len(samples), 0.0)
+    items: list[ItemResult] = run.run(samples, records, subsets, tool_ids)
+    n = max(len(items), 1)
+    rounds = Counter(c.round for i in items for c in i.calls)
+    stats = {
+        "rounds": sum(i.rounds for i in items) / n,
+        "calls": sum(len(i.calls) for i in items) / n,
+        "calls_by_round": {str(r): rounds[r] for r in sorted(rounds)},
+        "select_seconds": select_seconds,
+        "seconds": select_seconds + sum(i.seconds for i in items) / n,
+        "caller": run.caller.name,
+        "max_rounds": run.max_rounds,
+    }
+    return MethodResult(
+        [i.tools for i in items],
+        [i.prediction for i in items],
+        [is_correct(s, i.prediction) for s, i in zip(samples, items)],
+        [i.error for i in items],
+        stats,
     )
 
 
@@ -172,6 +217,7 @@ def summarise(samples: list[Sample], result: MethodResult, tool_ids) -> dict:
         "by_subcategory": _rates(samples, result, lambda s: s.meta.get("sub-category")),
         "avg_tools": sum(len(s) for s in result.subsets) / n if n else 0.0,
         "tool_calls": {t: calls.get(t, 0) for t in tool_ids},
+        **result.stats,
     }
 
 
@@ -234,8 +280,10 @@ def evaluate(
     desc_floor: float = 0.15,
     oracle_max_size: int | None = None,
     progress: bool = False,
+    agentic: AgenticRun | None = None,
 ) -> tuple[dict, dict[str, MethodResult]]:
-    """Run ``methods`` and return (the ``methods`` block of metrics.json, raw results by name)."""
+    """Run ``methods`` and return (the ``methods`` block of metrics.json, raw results by name); the
+    agentic methods need ``agentic`` (the loop's caller)."""
     from .progress import progress as tqdm
 
     tool_ids = tuple(tool_ids)
@@ -271,8 +319,22 @@ def evaluate(
     labelled = labelled_subsets(samples, tool_ids) if "oracle_labels" in wanted else None
     if labelled is not None:
         plan.append(("oracle_labels", lambda: run_method(reasoner, samples, records, labelled)))
+    selection = functools.cache(lambda: timed_selection(policy_select, samples))  # once for policy and agentic
     if "policy" in wanted and policy_select is not None:
-        plan.append(("policy", lambda: run_method(reasoner, samples, records, policy_select(samples))))
+
+        def policy():
+            result = run_method(reasoner, samples, records, selection()[0])
+            result.stats = {"select_seconds": selection()[1]}
+            return result
+
+        plan.append(("policy", policy))
+    for name in AGENTIC_METHODS:
+        if name not in wanted or (name == "agentic" and policy_select is None):
+            continue
+        if agentic is None:
+            raise ValueError(f"eval.methods: {name} needs the loop's caller (eval.agentic)")
+        chosen = selection if name == "agentic" else lambda: None
+        plan.append((name, lambda chosen=chosen: agentic_method(agentic, samples, records, tool_ids, chosen())))
     results: dict[str, MethodResult] = {}
     for name, run in tqdm(plan, desc="evaluate", unit="method", disable=not progress):
         results[name] = run()

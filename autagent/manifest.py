@@ -3,7 +3,8 @@
 Layout (HF's ``save_pretrained`` contract)::
 
     plugin/
-      manifest.json        format, policy kind, the tools it was trained with (id, backend, version),
+      manifest.json        format, policy kind, the tools it was trained with (id, backend, version)
+                           and as OpenAI function tools (what a model that calls tools is offered),
                            encoders (with weight digests), policy config, training config, metrics,
                            file digests and sizes, content hash [, signature]
       README.md            the model card (Hub front matter, usage, the run's evaluation table)
@@ -23,6 +24,7 @@ import shutil
 from pathlib import Path
 
 from tools import ToolRunner, get_tool
+from tools.registry import function_tools
 
 from .card import model_card
 from .trust import (
@@ -93,6 +95,7 @@ def export_plugin(
         "format_version": FORMAT_VERSION,
         "policy": policy,
         "tools": tool_manifest(tool_ids, tools_profile, tool_settings, max_seconds),
+        "function_tools": function_tools(tool_ids),
         "tools_profile": tools_profile,
         **fields,
     }

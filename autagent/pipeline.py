@@ -183,6 +183,19 @@ def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | No
     return plugin.select_many
 
 
+def agentic_run(config: RunConfig, reasoner_config, reasoner):
+    """The agentic methods' loop: the caller ``eval.agentic.caller`` names, the run's tool pool for calls
+    that name a window, as many items at once as an endpoint takes (one for the scripted caller)."""
+    from .agentic import AgenticRun, EndpointCaller, build_caller
+
+    try:
+        caller = build_caller(config.eval.agentic, reasoner_config, reasoner)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    concurrency = reasoner_config.openai.max_concurrency if isinstance(caller, EndpointCaller) else 1
+    return AgenticRun(caller, config.eval.agentic.max_rounds, ToolPool(config.tools), concurrency)
+
+
 def run_eval(
     config: RunConfig,
     out_dir: str | Path,
@@ -200,7 +213,7 @@ def run_eval(
     ``policy_select`` and ``reasoner``, when given, are used as they are (right after training: the
     trained model and the reasoner already in memory) instead of loading the plugin and building a
     reasoner; a reasoner passed in is left open for the caller."""
-    from .evaluate import evaluate, tool_error_counts, write_outputs
+    from .evaluate import AGENTIC_METHODS, evaluate, tool_error_counts, write_outputs
     from .reasoners import build_reasoner
 
     if samples is None:
@@ -220,6 +233,7 @@ def run_eval(
     methods = list(config.eval.methods) if plugin_dir else [m for m in config.eval.methods if m != "policy"]
     oracle_size = config.eval.oracle_max_size or (None if len(tool_ids) <= 8 else 2)
     try:
+        agentic = agentic_run(config, reasoner_config, reasoner) if set(methods) & set(AGENTIC_METHODS) else None
         block, results = evaluate(
             samples,
             records,
@@ -232,6 +246,7 @@ def run_eval(
             config.eval.desc_floor,
             oracle_size,
             config.logging.progress,
+            agentic,
         )
     finally:
         if owned:

@@ -18,6 +18,8 @@ LABELS = {
     "oracle_kind": "Oracle (one subset per kind)",
     "oracle_labels": "Oracle (labelled tools)",
     "policy": "AuTAgent (trained policy)",
+    "agentic_only": "Reasoner calls tools (Audio-Maestro loop)",
+    "agentic": "AuTAgent + reasoner calls tools",
 }
 
 

@@ -36,6 +36,10 @@ def test_flatten_reads_the_papers_shapes():
     assert chord.text == "chords A minor" and chord.span == (0.0, 2.0)
     (tempo,) = flatten("tempo", "117.19", 10)
     assert tempo.numbers == ((117.19, "bpm"),)
+    (tempo,) = flatten("tempo", "117.2 BPM", 10)  # the notation records are shown in (tools/notation.py)
+    assert tempo.numbers == ((117.2, "bpm"),)
+    (symbol,) = flatten("chords", [{"timestamp": [0.0, 2.0], "value": "Bbm"}], 10)
+    assert symbol.text == flatten("chords", [{"timestamp": [0.0, 2.0], "value": "A#:min"}], 10)[0].text
     (f0,) = flatten("pitch", [{"timestamp": 1.5, "fundamental frequency": "520.91 Hz"}], 10)
     assert (520.91, "hz") in f0.numbers and f0.span == (1.5, 1.5)
 
@@ -180,7 +184,7 @@ def test_prompts_show_records_in_the_papers_shapes_and_replies_map_to_choices():
         "version": "y",
     }
     with_tools = render("Which chord?", choices, [record, {"tool": "tempo", "output": {"bpm": 117.19, "beats": []}}])
-    assert '{"timestamp": [0.0, 2.0], "value": "A:min"}' in with_tools and '"output": "117.19"' in with_tools
+    assert '{"timestamp": [0.0, 2.0], "value": "Am"}' in with_tools and '"output": "117.2 BPM"' in with_tools
     assert "backend" not in with_tools
     from rewards.scoring import is_correct
 

@@ -9,6 +9,7 @@ packages; ``cluster`` backends are the paper's models, loaded from ids in config
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -19,6 +20,15 @@ from typing import Any
 from .audio import Audio
 
 TOOL_ID = re.compile(r"[a-z][a-z0-9_]{0,39}")
+WINDOW_PARAMETERS = {
+    "type": "object",
+    "properties": {
+        "start": {"type": "number", "minimum": 0, "description": "Seconds from the clip's beginning (default 0)."},
+        "end": {"type": "number", "minimum": 0, "description": "Seconds from the clip's beginning (default: its end)."},
+    },
+    "additionalProperties": False,
+}
+"""Every function tool's JSON schema: an optional window of the clip (:class:`tools.window.Window`)."""
 
 
 @dataclass(frozen=True)
@@ -88,6 +98,22 @@ class ToolSpec:
     @property
     def label(self) -> str:
         return f"T{self.paper_index + 1} {self.id}" if self.paper_index is not None else self.id
+
+    @property
+    def function(self) -> dict:
+        """The tool as an OpenAI function tool (what a model that calls tools itself is offered): its id
+        as the name, its description and what its record holds; the clip is implicit (the request's
+        own), and the only arguments are an optional window, ``start`` and ``end`` in seconds."""
+        returns = f" Returns {self.output}." if self.output else ""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.id,
+                "description": f"{self.description.strip()}{returns} Runs on the audio clip of the conversation; "
+                "give start and end to analyse only that part (times in the result then count from start).",
+                "parameters": copy.deepcopy(WINDOW_PARAMETERS),
+            },
+        }
 
 
 def make_record(tool: str, backend: str, version: str, output: Any = None, error: str | None = None) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from .audio import Audio
 from .base import Backend, ToolSpec, package_version
+from .notation import chord_symbol
 
 DESCRIPTION = "Recognises the chords played in music (e.g. C:maj, A:min) with their start and end times in seconds."
 
@@ -77,8 +78,9 @@ def _backend(name: str, kind: str, snap: float) -> Backend:
 
 
 def present(output: list) -> list:
-    """Appendix B: ``{"timestamp": [s, e], "value": "A#:maj"}`` per chord segment."""
-    return [{"timestamp": [s["start"], s["end"]], "value": s["chord"]} for s in output]
+    """Appendix B's shape, ``{"timestamp": [s, e], "value": "Bb"}`` per chord segment, the label written as
+    a chord symbol (madmom's ``A#:maj`` is ``Bb``, ``A#:min`` is ``Bbm``; :mod:`tools.notation`)."""
+    return [{"timestamp": [s["start"], s["end"]], "value": chord_symbol(s["chord"])} for s in output]
 
 
 SPEC = ToolSpec(

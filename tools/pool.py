@@ -17,12 +17,14 @@ import os
 import sys
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from . import ToolRunner, make_record
 from .audio import AudioError, content_hash
 from .cache import ToolCache
 from .numba_cache import warm_librosa
 from .registry import ensure_loaded, resolve
+from .window import Window, cut
 
 
 @dataclass
@@ -200,21 +202,54 @@ class ToolPool:
     def _key(self, audio_hash: str, tool_id: str) -> tuple[str, str, str, str]:
         return (audio_hash, tool_id, *self.runner.identity(tool_id))
 
-    def run(self, path: str, tools: Iterable[str] | None = None) -> dict[str, dict]:
-        """Records for ``tools`` (default: the run's library) on one clip, from the cache or computed."""
-        return self.run_many([path], tools)[0]
+    def run(self, path: str, tools: Iterable[str] | None = None, window: Window | None = None) -> dict[str, dict]:
+        """Records for ``tools`` (default: the run's library) on one clip, from the cache or computed;
+        with a ``window``, on that part of the clip only."""
+        return self.run_many([path], tools, window=window)[0]
 
     def run_many(
-        self, paths: list[str], tools: Iterable[str] | None = None, progress: bool = False
+        self,
+        paths: list[str],
+        tools: Iterable[str] | None = None,
+        progress: bool = False,
+        window: Window | None = None,
     ) -> list[dict[str, dict]]:
-        """Records for every (clip, tool); all cache misses are in flight at once across the actors."""
+        """Records for every (clip, tool); all cache misses are in flight at once across the actors.
+        With a ``window`` the tools see that part of each clip (cut to a file of its own), and the
+        records are cached under the clip's content and the window."""
         wanted = set(self.tool_ids if tools is None else tools)
         tools = [t for t in self.tool_ids if t in wanted] + sorted(wanted - set(self.tool_ids))
+        if window is not None:
+            return self._run_window(paths, tools, window, progress)
+        return self._run(paths, tools, progress)
+
+    def _run_window(self, paths: list[str], tools: list[str], window: Window, progress: bool) -> list[dict]:
+        cuts: dict[int, Path] = {}
+
+        def source(i: int) -> str:  # the window, cut only for a clip some tool has no cached record of
+            if i not in cuts:
+                cuts[i] = cut(paths[i], window, Path(self.config.cache_dir) / ".windows", self.config.max_seconds)
+            return str(cuts[i])
+
+        try:
+            results = self._run(paths, tools, progress, window, source)
+        finally:
+            for path in cuts.values():
+                path.unlink(missing_ok=True)
+        for i, records in enumerate(results):
+            for tool_id, record in records.items():
+                record = records[tool_id] = {**record, "window": window.as_dict()}
+                if "error" in record and i in cuts:  # name the clip and the window, not the cut's file
+                    record["error"] = record["error"].replace(str(cuts[i]), window.label(paths[i]))
+        return results
+
+    def _run(self, paths, tools, progress, window: Window | None = None, source=None) -> list[dict[str, dict]]:
         results: list[dict[str, dict]] = [{} for _ in paths]
         pending: dict[str, list[tuple[int, tuple]]] = {}
+        sources = list(paths)
         for i, path in enumerate(paths):
             try:
-                audio_hash = content_hash(path)
+                audio_hash = content_hash(path) + (window.suffix if window else "")
             except AudioError as err:
                 for tool_id in tools:
                     results[i][tool_id] = self._count(
@@ -228,9 +263,20 @@ class ToolPool:
                     results[i][tool_id] = cached
                 else:
                     pending.setdefault(tool_id, []).append((i, key))
+        if source is not None:
+            for i in sorted({i for jobs in pending.values() for i, _ in jobs}):
+                try:
+                    sources[i] = source(i)
+                except AudioError as err:  # the window is not in the clip: an error record per tool
+                    for tool_id in tools:
+                        pending[tool_id] = [job for job in pending.get(tool_id, []) if job[0] != i]
+                        if tool_id not in results[i]:
+                            record = make_record(tool_id, *self.runner.identity(tool_id), error=str(err))
+                            results[i][tool_id] = self._count(record)
+            pending = {t: jobs for t, jobs in pending.items() if jobs}
         bar = _progress(sum(len(v) for v in pending.values()), progress)
         compute = self._compute_local if self.config.executor == "local" else self._compute_ray
-        for i, tool_id, key, record in compute(pending, paths) if pending else ():
+        for i, tool_id, key, record in compute(pending, sources) if pending else ():
             self.cache.put(*key, record)
             self.computed += "error" not in record
             results[i][tool_id] = self._count(record)

@@ -127,6 +127,11 @@ def registered() -> list[ToolSpec]:
     return sorted(_tools.values(), key=lambda s: (order.get(s.id, len(order)), s.paper_index or 99, s.id))
 
 
+def function_tools(tool_ids: Iterable[str]) -> list[dict]:
+    """The OpenAI function-tool definitions of ``tool_ids``, in that order (:attr:`ToolSpec.function`)."""
+    return [get_tool(t).function for t in tool_ids]
+
+
 def origin(tool_id: str) -> str:
     get_tool(tool_id)
     return _origins[tool_id]

@@ -11,6 +11,7 @@ import numpy as np
 
 from .audio import Audio
 from .base import Backend, ToolSpec, package_version
+from .notation import bpm
 
 DESCRIPTION = "Estimates the tempo of music in beats per minute (BPM) and the beat times, using librosa beat tracking."
 
@@ -41,8 +42,8 @@ _BACKEND = Backend(
 
 
 def present(output: dict) -> str:
-    """Appendix B: the tempo as a bare string of BPM, e.g. ``"117.19"``."""
-    return f"{output['bpm']:.2f}"
+    """Appendix B's bare string of the tempo, with its unit: ``"117.2 BPM"`` (the paper shows ``"117.19"``)."""
+    return bpm(output["bpm"])
 
 
 SPEC = ToolSpec(

@@ -20,7 +20,7 @@ from ..data.sample import Sample
 
 # Bump when a reasoner's code changes what it would answer: it is part of every fingerprint, so
 # answers cached by older code are never served.
-CODE_VERSION = "2"
+CODE_VERSION = "3"  # 3: records are shown in the notation of tools/notation.py (chord symbols, BPM)
 
 
 class Reply(NamedTuple):

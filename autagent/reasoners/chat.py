@@ -168,11 +168,15 @@ def read_query(messages, explicit_choices, audio_folder: Path, max_bytes: int) -
     return ChatQuery(str(path), question, choices, records, audio_bytes=len(raw))
 
 
-def with_records(messages: list, records: list[dict]) -> list:
-    """A copy of ``messages`` whose last user message's text starts with the records, shown exactly as
-    evaluation shows them to a reasoner; the clip and everything else are unchanged."""
+def with_records(messages: list, records: list[dict], index: int | None = None) -> list:
+    """A copy of ``messages`` whose last user message's text (message ``index``'s, when given) starts
+    with the records, shown exactly as evaluation shows them to a reasoner; the clip and everything
+    else are unchanged."""
     out = copy.deepcopy(messages)
-    user = next(m for m in reversed(out) if isinstance(m, dict) and m.get("role") == "user")
+    if index is not None:
+        user = out[index]
+    else:
+        user = next(m for m in reversed(out) if isinstance(m, dict) and m.get("role") == "user")
     block = records_block(records)
     if isinstance(user.get("content"), str):
         user["content"] = block + user["content"]

@@ -94,8 +94,9 @@ def sharp(root: str) -> str:
 
 
 def spoken_label(value: str) -> str:
-    """Label notation as words: ``A:min`` -> "A minor", ``Eb:maj`` -> "D# major", ``N`` -> "no chord"."""
-    match = re.fullmatch(r"([A-G][#b]?):(\w+)", value)
+    """Label or chord-symbol notation as words: ``A:min`` and ``Am`` -> "A minor", ``Eb:maj`` and ``Eb``
+    -> "D# major", ``N`` -> "no chord"."""
+    match = re.fullmatch(r"([A-G][#b]?):(\w+)", value) or re.fullmatch(r"([A-G][#b]?)(m?)", value)
     if match:
         return f"{sharp(match.group(1))} {CHORD_QUALITIES.get(match.group(2), match.group(2))}"
     return "no chord" if value == "N" else value

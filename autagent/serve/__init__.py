@@ -31,6 +31,8 @@ def build(
 
     if (reasoner is None) == (upstream is None):
         raise ConfigError("give exactly one of --reasoner (answer in process) and --upstream (forward to a server)")
+    if limits.get("max_tool_rounds", 0) < 0:
+        raise ConfigError(f"--max-tool-rounds must be >= 0, got {limits['max_tool_rounds']}")
     audio_dir = Path(limits.get("audio_dir", ServeOptions.audio_dir))
     max_bytes = limits.get("max_audio_bytes", ServeOptions.max_audio_bytes)
     if upstream is not None:
@@ -38,9 +40,14 @@ def build(
     else:
         from ..reasoners import build_reasoner
 
-        config.reasoner.kind = reasoner
+        config.reasoner.kind = "embedded" if reasoner == "scripted" else reasoner
         built = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
         backend = LocalReasoner(built, reasoner, audio_dir, max_bytes)
+        if reasoner == "scripted":  # the open stand-in for a model that calls tools, answering with it
+            from ..reasoners.scripted import ScriptedCaller
+            from .agentic import ScriptedUpstream
+
+            backend = ScriptedUpstream(ScriptedCaller(built, config.eval.agentic.scripted, audio_dir, max_bytes))
     plugin = None
     if plugin_dir is not None:
         from ..api import Plugin
@@ -48,6 +55,10 @@ def build(
         plugin = Plugin.load(
             plugin_dir, plugin_sha256, tools=config.tools, audio_dir=audio_dir, max_audio_bytes=max_bytes
         )
+    if limits.get("agentic") and plugin is None:  # every tool of the run is offered to the upstream
+        from tools.pool import ToolPool
+
+        limits["tools"] = ToolPool(config.tools)
     return ServeOptions(upstream=backend, plugin=plugin, **limits)
 
 

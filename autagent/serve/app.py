@@ -21,6 +21,8 @@ from pathlib import Path
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
+from .agentic import AgenticChat
+
 STAGES = ("select", "tools", "upstream", "total")
 
 
@@ -47,6 +49,12 @@ class ServeOptions:
     request_log: str | None = None
     """Append one JSON line per chat request received: its time, model and the text of its last user
     message (never the audio, never a header)."""
+    agentic: bool = False
+    """The upstream may ask for the tools the plugin did not select, as function tools (:mod:`.agentic`)."""
+    max_tool_rounds: int = 3
+    """With ``agentic``: rounds of tool calls at most per request."""
+    tools: object | None = None
+    """With ``agentic`` and no plugin: the :class:`tools.pool.ToolPool` whose tools are offered."""
 
 
 class Refused(Exception):
@@ -96,6 +104,7 @@ def create_app(options: ServeOptions):
     admitted = {"count": 0}
     work = threading.Lock()  # selection and tools: one request at a time, off the event loop
     plugin = options.plugin
+    agentic = AgenticChat(options) if options.agentic else None
 
     def refuse(err: Refused, endpoint: str) -> JSONResponse:
         metrics.requests.labels(endpoint, str(err.status)).inc()
@@ -168,6 +177,8 @@ def create_app(options: ServeOptions):
                 raise BadRequest("messages must be a non-empty list")
             if options.request_log:
                 log_request(options.request_log, body)
+            if agentic is not None:  # the upstream may ask for tools itself
+                return await agentic(body, query_of, locked, metrics, Refused)
             info, forward = {}, body
             if plugin is not None:
                 query = await query_of(body)
