@@ -96,7 +96,9 @@ def test_qwen2_audio_reasoner_batches_like_one_by_one(tmp_path, speech_wav, musi
         id="s", audio=str(speech_wav[0]), question="What kind of audio?", choices=("speech", "music"), answer="speech"
     )
     prompt = reasoner.prompt(base, [{"tool": "tempo", "output": {"bpm": 120.0, "beats": []}}])
-    assert "<|AUDIO|>" in prompt and '"output": "120.00"' in prompt  # the paper's shape for tempo
+    assert (
+        "<|AUDIO|>" in prompt and '"output": "120.0 BPM"' in prompt
+    )  # the paper's shape for tempo, with its unit (tools/notation.py)
     requests = [
         (base, None),
         (
