@@ -164,8 +164,11 @@ def build_grpo_trainer(
     output_dir: Path,
     tool_ids,
     model_id: str,
+    model=None,
 ):
-    """The TRL trainer for the LM policy, wired to our rollout, the given rewards and the run config."""
+    """The TRL trainer for the LM policy, wired to our rollout, the given rewards and the run config.
+    ``model``: a policy already in memory, in :func:`weight_dtype` (``make gpu-check`` builds random
+    weights on the GPU); None loads it from ``model_id``."""
     import datasets
     from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
     from trl import GRPOConfig as TRLGRPOConfig
@@ -215,8 +218,9 @@ def build_grpo_trainer(
         save_only_model=False,
         **lm.extra_args,
     )
-    dtype = weight_dtype(lm, deepspeed=args.deepspeed_plugin is not None)
-    model = Qwen2AudioForConditionalGeneration.from_pretrained(model_id, dtype=dtype)
+    if model is None:
+        dtype = weight_dtype(lm, deepspeed=args.deepspeed_plugin is not None)
+        model = Qwen2AudioForConditionalGeneration.from_pretrained(model_id, dtype=dtype)
     # TRL's processor handling assumes images; the audio processor lives in our rollout, TRL gets its tokenizer.
     trainer = trainer_class()(
         model=model,
