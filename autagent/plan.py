@@ -208,12 +208,10 @@ def plan_of(s: Setup) -> Plan:
     per = lambda applies: n if applies else 1  # noqa: E731  (ZeRO shards over the ranks)
     stage, lora = s.stage, s.lora_parameters
     trained = lora if lora is not None else p
-    keep, grads, step_items, moments = (
-        [],
-        [],
-        [],
-        [],
-    )  # whole run; update + optimizer; optimizer only; from step 1's step
+    keep: list = []  # held through the run
+    grads: list = []  # from the first micro-batch's backward to the end of the optimizer step
+    step_items: list = []  # in the optimizer step only
+    moments: list = []  # from step 1's optimizer step on
     if lora is not None:
         keep.append(("frozen base", b16 * p / per(stage == 3), f"{p / 1e9:.2f} B x {b16} bytes"))
     if stage is None:

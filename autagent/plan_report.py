@@ -32,7 +32,8 @@ def alternatives(setup: Setup) -> list[tuple[str, Setup]]:
         lora = setup.arch.lora_parameters(LoRAConfig())
         out.append(("policy.lm.lora: {r: 16} (LoRA)", dataclasses.replace(setup, lora_parameters=lora)))
     if setup.ranks > 1 and setup.stage is not None and setup.stage < 3:
-        out.append(("DeepSpeed ZeRO-3 (zero_optimization.stage: 3)", dataclasses.replace(setup, stage=3)))
+        label = "DeepSpeed ZeRO-3 (zero_optimization.stage: 3, as in experiments/accelerate/zero3.json)"
+        out.append((label, dataclasses.replace(setup, stage=3)))
     return out
 
 
