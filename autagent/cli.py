@@ -173,16 +173,18 @@ def accelerate_command(config, argv: list[str]) -> list[str] | None:
 
 
 def cmd_train(args) -> int:
-    from .pipeline import run_train
+    from .pipeline import refuse_what_will_not_fit, run_train
 
     config = _config(args)
+    if not args.force:
+        refuse_what_will_not_fit(config)
     relaunch = accelerate_command(config, args.argv)
     if relaunch is not None:
         import subprocess
 
         print("launching:", " ".join(relaunch), flush=True)
         return subprocess.call(relaunch, env={**os.environ, "ACCELERATE_LAUNCHED": "1"})
-    metrics = run_train(config, resume=args.resume)
+    metrics = run_train(config, resume=args.resume, force=args.force)
     if metrics is not None and "methods" in metrics:
         _print_summary(metrics)
     return 0
@@ -352,9 +354,9 @@ def cmd_serve(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from .plan import main_plan
+    from .plan_report import main_plan
 
-    table, fits = main_plan(_config(args), args.gpu_memory)
+    table, fits = main_plan(_config(args), args.gpu_memory, args.prompt_tokens)
     print(table)
     return 0 if fits else 1
 
@@ -412,6 +414,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     train = with_config(sub.add_parser("train", help="the main job: train, evaluate, export the plugin"))
     train.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
+    train.add_argument("--force", action="store_true", help="start on CUDA even where the memory plan says no")
     train.set_defaults(func=cmd_train)
 
     ev = with_pin(with_config(sub.add_parser("eval", help="every baseline (and a plugin's policy) on a dataset")))
@@ -488,6 +491,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     pl = with_config(sub.add_parser("plan", help="the LM policy's memory per GPU under a config (a table)"))
     pl.add_argument("--gpu-memory", type=float, metavar="GB", help="say whether the run fits a card of this size")
+    pl.add_argument("--prompt-tokens", type=int, metavar="N", help="measured prompt length, clip included")
     pl.set_defaults(func=cmd_plan)
 
     sw = sub.add_parser("sweep", help="run an experiment's variants over its seeds and aggregate mean ± std")

@@ -308,10 +308,27 @@ def distributed_state(config: RunConfig | None = None):
     )()
 
 
-def run_train(config: RunConfig, resume: bool = False) -> dict | None:
+def refuse_what_will_not_fit(config: RunConfig) -> None:
+    """On CUDA, an LM run the memory plan says will not fit the card stops before any work, naming the
+    item that overflows and the nearest settings that fit (``autagent train --force`` skips this)."""
+    import torch
+
+    if config.policy.kind != "lm" or config.policy.lm.use_cpu or not torch.cuda.is_available():
+        return
+    from .plan_report import refusal
+
+    card = torch.cuda.get_device_properties(torch.cuda.current_device())
+    message = refusal(config, card.total_memory / 1e9)
+    if message:
+        raise ConfigError(f"{card.name}, {card.total_memory / 1e9:.1f} GB: {message} (--force starts it anyway)")
+
+
+def run_train(config: RunConfig, resume: bool = False, force: bool = False) -> dict | None:
     """The whole main job; returns the test metrics (also in ``runs/<name>/metrics.json``)."""
     from .reasoners import build_reasoner
 
+    if not force:
+        refuse_what_will_not_fit(config)
     state = distributed_state(config)
     run_dir = config.run_dir
     started_before = (run_dir / "checkpoints").exists() or any((run_dir / "trainer").glob("checkpoint-*"))

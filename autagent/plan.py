@@ -1,36 +1,39 @@
 """A memory plan for the LM policy's training, computed from the run config: ``autagent plan``.
 
-Per rank (GPU), in bytes, each item from its own arithmetic:
+Per rank (GPU), in bytes, for each phase of a GRPO step, in step 1 and in step 2 (the steady state):
 
-* **policy weights, gradients, optimizer state** under the configured DeepSpeed ZeRO stage, with the
-  ZeRO paper's mixed-precision accounting (Rajbhandari et al., 2020): 16-bit weights (2 bytes a
-  parameter) and gradients (2), and AdamW's fp32 master weights, first and second moments (12);
-  stage 1 shards the optimizer state over the ranks, stage 2 the gradients too, stage 3 the
-  weights too.  Without DeepSpeed (DDP or one process) the model is trained in the dtype it was
-  loaded in: weights, gradients and both AdamW moments in that dtype, nothing sharded;
-* **the reference model** (when ``grpo.beta > 0``), frozen, in the policy's dtype (sharded under
-  ZeRO-3);
-* **the reasoner in process** (``reasoner.kind: qwen2-audio``), frozen, in its dtype, plus the KV
-  cache of one of its batches;
-* **the KV cache of one generation chunk**: ``policy.lm.generation_batch_size`` rows of prompt
-  (audio tokens + text) and completion, 2 x layers x key-value heads x head size per token;
-* **activations of one micro-batch**: with gradient checkpointing, each decoder layer's input
-  (2 s b h bytes a layer) plus one layer's working set recomputed (34 s b h bytes, Korthikanti et
-  al., 2022, without their 5 a s^2 b attention-score term: transformers runs SDPA, which does not
-  keep the score matrix); without it, every layer's working set; and the completion logits in fp32;
-* **DeepSpeed's communication buckets** (its all-gather and reduce buckets, 16-bit);
-* **tools**: the cluster backends' weights on the GPUs Ray gives them.  They are computed before
-  training and their actors are released before it starts, so they count in the precompute
-  phase, not here.
+* **sampling**: the rollout, in chunks of ``policy.lm.generation_batch_size`` rows.  Its peak is the
+  prefill (the prompt's KV cache, one layer's inference working set and, with
+  ``rollout.prompt_logits: all``, logits over the whole vocabulary at every prompt position, in bf16
+  and again in fp32: accelerate's autocast wrapper returns fp32 outputs) or the end of decoding (the
+  KV cache of prompt and completion; a static cache holds its full length throughout);
+* **rewards**: the reference model's log-probabilities (beta > 0; one micro-batch of prompt +
+  completion, no gradient) and the reasoner in process (its KV cache);
+* **update**: one micro-batch's forward and backward with every gradient alive (they accumulate over
+  the micro-batches); with gradient checkpointing the decoder's and the audio tower's layer inputs,
+  plus the backward of the top layer (its recomputed working set and its gradients: twice one layer's
+  working set) or of the fused LM head (its fp32 weight gradient);
+* **optimizer**: the gradients and AdamW's moments, which are first allocated in step 1's optimizer
+  step and live from then on (through step 2's sampling and update);
+* **between** steps: what stays allocated (gradients are freed after each optimizer step).
 
-Weights, gradients, optimizer state, buckets and frozen models stay for the whole run; the three
-transient items belong to the three phases of a step, which follow one another (sampling, then the
-rewards, then the update), so the peak is the static sum plus the largest phase.
+Precision: ``policy.lm.bf16`` without DeepSpeed keeps fp32 master weights (4 bytes a parameter),
+fp32 gradients and moments, and autocast holds a bf16 copy of the weights during each forward pass;
+under DeepSpeed ZeRO (stage 1-3) the module is bf16 and the optimizer keeps fp32 master partitions,
+as DeepSpeed 0.18's ``stage_1_and_2.py`` allocates them: the flat bf16 weights (2 bytes), the fp32
+master partition (4 / ranks), AdamW's moments on it (8 / ranks), the contiguous bf16 gradient
+partition (2 / ranks, stage 2), two reduce buckets of ``reduce_bucket_size`` elements during the
+backward (``overlap_comm``) and an fp32 copy of the gradient partition during the step (4 / ranks).
+LoRA: a frozen base (bf16) and fp32 adapters with their gradients and moments; the audio tower then
+keeps no activations for the backward, and the reference is the base with the adapters off.
+:class:`Runtime` names what the code does that the config does not say: main at 64bb085 updated
+bf16 weights in place (no masters), the settings of the measurements in ``tests/test_plan.py``.
 
 Parameter counts come from the model's config (a local folder's ``config.json``, or the published
 config of a known hub id below), by building the model on the ``meta`` device: no weights, no
-download.  A tiny model built here is checked item by item against what torch reports
-(``tests/test_plan.py``).
+download.  The activation coefficients (a decoder layer's working set of 20 h + 4 kv + 8 ffn bytes a
+token for training, 4 h + 6 ffn without gradients) are counted from the layers' code and were checked
+against peaks measured on an H100 (``tests/test_plan.py``, within 3 % for every phase measured).
 """
 
 from __future__ import annotations
@@ -39,161 +42,99 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .model_shapes import AUDIO_FRAMES, KNOWN_CONFIGS, TOOL_PARAMETERS, Architecture, audio_tokens
+
+__all__ = ["KNOWN_CONFIGS", "Architecture", "audio_tokens"]
+
 GB = 1e9
 HEADROOM_GB = 2.0
 """Kept free per GPU: the CUDA context, the allocator's fragmentation, NCCL buffers."""
-PROMPT_TEXT_TOKENS = 400
-"""Text tokens of one agent prompt (its template, seven tool descriptions, the question): the
-paper's tool list measured at 314 tokens with six tools (``bench/scaling.py``), rounded up."""
+PROMPT_TEXT_TOKENS = 770
+"""Text tokens of one agent prompt around the clip's 750 audio tokens (chat template, the tool list,
+the question): the H100 run measured prompts of 1,517-1,520 tokens with the paper's tools."""
 RECORD_TOKENS = 1200
 """Tokens of the reasoner's prompt beyond the clip: the question, the choices and up to seven tool
 records in the paper's shapes (a transcript and a chord timeline are the longest)."""
-
-KNOWN_CONFIGS = {
-    # The published config.json of Qwen/Qwen2-Audio-7B-Instruct (the fields that size the model).
-    "Qwen/Qwen2-Audio-7B-Instruct": {
-        "model_type": "qwen2_audio",
-        "audio_token_index": 151646,
-        "audio_config": {
-            "model_type": "qwen2_audio_encoder",
-            "d_model": 1280,
-            "encoder_layers": 32,
-            "encoder_attention_heads": 20,
-            "encoder_ffn_dim": 5120,
-            "num_mel_bins": 128,
-            "max_source_positions": 1500,
-        },
-        "text_config": {
-            "model_type": "qwen2",
-            "vocab_size": 156032,
-            "hidden_size": 4096,
-            "intermediate_size": 11008,
-            "num_hidden_layers": 32,
-            "num_attention_heads": 32,
-            "num_key_value_heads": 32,
-            "max_position_embeddings": 8192,
-            "tie_word_embeddings": False,
-        },
-    },
-}
-TOOL_PARAMETERS = {
-    # Parameters of the paper's tool models (their published model cards), loaded in fp32 by the cluster backends.
-    "openai/whisper-large-v3": 1.55e9,
-    "iic/emotion2vec_plus_large": 0.33e9,
-    "MIT/ast-finetuned-audioset-10-10-0.4593": 0.087e9,
-}
+PHASES = ("sampling", "rewards", "update", "optimizer", "between")
 
 
-@dataclass
-class Architecture:
-    """What sizes a Qwen2-Audio model: its parameters and its decoder's shape."""
+@dataclass(frozen=True)
+class Runtime:
+    """What the training code does that a run config does not say."""
 
-    parameters: int
-    layers: int
-    hidden: int
-    heads: int
-    kv_heads: int
-    head_dim: int
-    vocab: int
-
-    @classmethod
-    def of(cls, model_id: str) -> Architecture:
-        """From a local folder's ``config.json`` or a known hub id; the parameters are counted on the
-        meta device (no weights are read)."""
-        import torch
-        from transformers import Qwen2AudioConfig, Qwen2AudioForConditionalGeneration
-
-        path = Path(model_id) / "config.json"
-        if path.is_file():
-            raw = json.loads(path.read_text())
-        elif model_id in KNOWN_CONFIGS:
-            raw = KNOWN_CONFIGS[model_id]
-        else:
-            raise ValueError(
-                f"{model_id}: no config.json there and not a known hub id ({', '.join(KNOWN_CONFIGS)}); "
-                "download the model's config.json into a folder and name that folder"
-            )
-        config = Qwen2AudioConfig(**{k: v for k, v in raw.items() if k != "model_type"})
-        with torch.device("meta"):
-            model = Qwen2AudioForConditionalGeneration(config)
-        text = config.text_config
-        head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
-        return cls(
-            parameters=sum(p.numel() for p in model.parameters()),
-            layers=text.num_hidden_layers,
-            hidden=text.hidden_size,
-            heads=text.num_attention_heads,
-            kv_heads=text.num_key_value_heads,
-            head_dim=head_dim,
-            vocab=text.vocab_size,
-        )
-
-    def kv_cache_bytes(self, rows: int, tokens: int, dtype_bytes: int) -> int:
-        """Keys and values of every decoder layer for ``rows`` sequences of ``tokens``."""
-        return 2 * self.layers * self.kv_heads * self.head_dim * rows * tokens * dtype_bytes
-
-    def activation_bytes(self, rows: int, tokens: int, checkpointing: bool, dtype_bytes: int = 2) -> int:
-        """One micro-batch's training activations in the decoder (Korthikanti et al.'s per-layer count
-        without the attention scores, stated for 16-bit activations and scaled to ``dtype_bytes``)."""
-        s, b, h = tokens, rows, self.hidden
-        one_layer = 34 * s * b * h * dtype_bytes // 2
-        if checkpointing:
-            return self.layers * s * b * h * dtype_bytes + one_layer
-        return self.layers * one_layer
+    bf16_masters: bool = True
+    """This code: under ``bf16`` without DeepSpeed, fp32 master weights and optimizer state.  False:
+    main at 64bb085, which loaded bf16 weights and let AdamW update them in place (the runs whose
+    peaks ``tests/test_plan.py`` reproduces)."""
 
 
-def audio_tokens(seconds: float) -> int:
-    """Qwen2-Audio's audio tokens for a clip: 100 mel frames a second, a stride-2 conv, then 2x pooling."""
-    return int(seconds * 100) // 2 // 2
+CURRENT = Runtime()
+MAIN_64BB085 = Runtime(bf16_masters=False)
+
+
+@dataclass(frozen=True)
+class Setup:
+    """Everything the arithmetic reads, taken from a run config by :func:`setup_of`."""
+
+    arch: Architecture
+    ranks: int
+    stage: int | None
+    """DeepSpeed ZeRO stage, None without DeepSpeed."""
+    reduce_bucket: float
+    overlap_comm: bool
+    bf16: bool
+    masters: bool
+    lora_parameters: int | None
+    beta: float
+    generation_rows: int
+    micro_rows: int
+    prompt_tokens: int
+    completion_tokens: int
+    prompt_logits: str
+    static_cache_tokens: int | None
+    checkpointing: bool
+    reasoner: Architecture | None = None
+    reasoner_bytes: int = 2
+    reasoner_batch: int = 8
+    reasoner_tokens: int = 0
 
 
 @dataclass
 class Plan:
-    rows: list[tuple[str, float, str, str | None]] = field(default_factory=list)
-    """(item, bytes, how it was counted, the phase of a step it lives in; None: the whole run)."""
+    setup: Setup
+    phases: dict = field(default_factory=dict)
+    """(step, phase) -> [(moment, [(item, bytes, how), ...]), ...]: the peak of a phase is its fullest moment."""
     notes: list[str] = field(default_factory=list)
 
-    def add(self, item: str, nbytes: float, how: str, phase: str | None = None) -> None:
-        self.rows.append((item, float(nbytes), how, phase))
-
-    @property
-    def static(self) -> float:
-        return sum(b for _, b, _, phase in self.rows if phase is None)
-
-    @property
-    def phases(self) -> dict[str, float]:
-        out: dict[str, float] = {}
-        for _, nbytes, _, phase in self.rows:
-            if phase is not None:
-                out[phase] = out.get(phase, 0.0) + nbytes
-        return out
+    def peak(self, step: int, phase: str) -> tuple[float, str, list]:
+        """(bytes, moment, items) of the fullest moment of ``phase`` in ``step``."""
+        moments = self.phases[(step, phase)]
+        return max(((sum(b for _, b, _ in items), moment, items) for moment, items in moments), key=lambda t: t[0])
 
     @property
     def total(self) -> float:
-        """The peak: everything static plus the largest phase."""
-        return self.static + max(self.phases.values(), default=0.0)
+        return max(self.peak(step, phase)[0] for step, phase in self.phases)
 
     def fits(self, gpu_gb: float) -> bool:
-        return self.total / GB <= gpu_gb - HEADROOM_GB
+        return self.total / GB + HEADROOM_GB <= gpu_gb
 
-    def table(self, gpu_gb: float | None = None) -> str:
-        lines = ["| item | GB | how |", "|---|---|---|"]
-        lines += [
-            f"| {item}{f' ({phase})' if phase else ''} | {nbytes / GB:.1f} | {how} |"
-            for item, nbytes, how, phase in self.rows
-        ]
-        largest = max(self.phases.items(), key=lambda kv: kv[1], default=("none", 0.0))
-        lines.append(
-            f"| **peak per rank** | **{self.total / GB:.1f}** | the whole run's {self.static / GB:.1f} + the "
-            f"largest phase ({largest[0]}, {largest[1] / GB:.1f}) |"
-        )
-        if gpu_gb is not None:
-            verdict = "fits" if self.fits(gpu_gb) else "does NOT fit"
-            lines.append(
-                f"| on a {gpu_gb:g} GB card, keeping {HEADROOM_GB:g} GB free | {gpu_gb - HEADROOM_GB:.1f} | "
-                f"**{verdict}** |"
-            )
-        return "\n".join(lines + [""] + [f"* {n}" for n in self.notes])
+    def overflow(self, gpu_gb: float) -> str | None:
+        """Where the plan first exceeds the card (less the headroom): the phase and the item whose
+        bytes take it past; None when it fits."""
+        budget = (gpu_gb - HEADROOM_GB) * GB
+        for step, phase in self.phases:
+            total, moment, items = self.peak(step, phase)
+            if total <= budget:
+                continue
+            running = 0.0
+            for item, nbytes, _ in items:
+                running += nbytes
+                if running > budget:
+                    return (
+                        f"step {step}, {phase} ({moment}): {total / GB:.1f} GB; {item} ({nbytes / GB:.1f} GB) takes it "
+                        f"past {budget / GB:.1f} GB"
+                    )
+        return None
 
 
 def deepspeed_settings(config) -> dict | None:
@@ -222,97 +163,171 @@ def ranks_of(config) -> int:
     return 1
 
 
-def plan_training(config) -> Plan:
-    """The per-rank memory plan of an LM-policy run config (:class:`autagent.config.RunConfig`)."""
+def setup_of(config, prompt_tokens: int | None = None, runtime: Runtime = CURRENT) -> Setup:
+    """The plan's inputs from a run config; ``prompt_tokens`` (clip included) replaces the estimate."""
     lm, grpo = config.policy.lm, config.grpo
-    ranks = ranks_of(config)
-    on_gpu = not lm.use_cpu
-    dtype_bytes = 2 if lm.bf16 and on_gpu else 4
-    deepspeed = deepspeed_settings(config)
-    stage = int(deepspeed.get("zero_optimization", {}).get("stage", 0)) if deepspeed else None
     arch = Architecture.of(lm.model_id)
-    p = arch.parameters
-    plan = Plan()
-    plan.notes.append(
-        f"{lm.model_id}: {p / 1e9:.2f} B parameters; {ranks} rank(s); "
-        + (f"DeepSpeed ZeRO-{stage}" if stage is not None else "no DeepSpeed (DDP)")
-        + f"; {'bf16' if dtype_bytes == 2 else 'fp32'}"
-    )
-    if stage is None:
-        plan.add("policy weights", p * dtype_bytes, f"{p / 1e9:.2f} B x {dtype_bytes} bytes")
-        plan.add("gradients", p * dtype_bytes, f"{p / 1e9:.2f} B x {dtype_bytes} bytes")
-        plan.add(
-            "AdamW moments", 2 * p * dtype_bytes, f"2 x {p / 1e9:.2f} B x {dtype_bytes} bytes (in the model's dtype)"
-        )
-    else:
-        shard = lambda applies: ranks if applies else 1  # noqa: E731
-        plan.add(
-            "policy weights (16-bit)", 2 * p / shard(stage >= 3), f"2 bytes a parameter{' / ranks' * (stage >= 3)}"
-        )
-        plan.add("gradients (16-bit)", 2 * p / shard(stage >= 2), f"2 bytes a parameter{' / ranks' * (stage >= 2)}")
-        plan.add(
-            "AdamW fp32 master, m, v",
-            12 * p / shard(stage >= 1),
-            f"12 bytes a parameter{' / ranks' * (stage >= 1)} (ZeRO-{stage})",
-        )
-    if deepspeed:
-        zero = deepspeed.get("zero_optimization", {})
-        buckets = [zero.get("allgather_bucket_size", 5e8), zero.get("reduce_bucket_size", 5e8)]
-        elements = sum(arch.hidden**2 if b == "auto" else float(b) for b in buckets)
-        plan.add("DeepSpeed buckets", 2 * elements, "all-gather + reduce buckets, 2 bytes an element")
-    if grpo.beta > 0:
-        plan.add(
-            "reference model (beta > 0)",
-            dtype_bytes * p / (ranks if stage == 3 else 1),
-            f"frozen copy, {dtype_bytes} bytes a parameter",
-        )
-    prompt = audio_tokens(lm.audio_max_seconds) + PROMPT_TEXT_TOKENS
-    sequence = prompt + lm.max_completion_length
-    rows = min(lm.generation_batch_size, lm.per_device_train_batch_size * lm.gradient_accumulation_steps)
-    plan.add(
-        "KV cache, one generation chunk",
-        arch.kv_cache_bytes(rows, sequence, dtype_bytes),
-        f"{rows} rows x {sequence} tokens ({prompt} prompt, {audio_tokens(lm.audio_max_seconds)} of them audio)",
-        "sampling",
-    )
-    micro = lm.per_device_train_batch_size
-    plan.add(
-        "activations, one micro-batch",
-        arch.activation_bytes(micro, sequence, lm.gradient_checkpointing, dtype_bytes)
-        + micro * lm.max_completion_length * arch.vocab * 4,
-        f"{micro} rows x {sequence} tokens, checkpointing {'on' if lm.gradient_checkpointing else 'off'}; "
-        "completion logits in fp32",
-        "update",
-    )
+    deepspeed = deepspeed_settings(config)
+    zero = (deepspeed or {}).get("zero_optimization", {})
+    bucket = zero.get("reduce_bucket_size", 5e8)
+    reasoner, r_bytes, r_batch, r_tokens = None, 2, 8, 0
     if config.reasoner.kind == "qwen2-audio":
         qwen = config.reasoner.qwen2_audio
-        reasoner = Architecture.of(qwen.model_id)
-        r_bytes = 2 if qwen.dtype in ("bfloat16", "float16") else 4
-        tokens = audio_tokens(30.0) + RECORD_TOKENS + qwen.max_new_tokens
-        plan.add(
-            "reasoner weights", reasoner.parameters * r_bytes, f"{reasoner.parameters / 1e9:.2f} B x {r_bytes} bytes"
-        )
-        plan.add(
-            "reasoner KV cache",
-            reasoner.kv_cache_bytes(qwen.batch_size, tokens, r_bytes),
-            f"{qwen.batch_size} prompts (reasoner.qwen2_audio.batch_size) of {tokens} tokens",
-            "rewards",
-        )
-    else:
-        plan.notes.append(f"reasoner: {config.reasoner.kind} (not in this process)")
-    tools = [config.tools.settings.get(t, {}).get("model_id") for t in config.tools.tool_ids]
-    tool_bytes = sum(4 * TOOL_PARAMETERS.get(m, 0) for m in tools if m)
-    fractions = ", ".join(f"{t} {f:g}" for t, f in config.tools.gpu_fraction.items()) or "none"
-    plan.notes.append(
-        f"tools: {tool_bytes / GB:.1f} GB of fp32 weights on the GPUs Ray gives them (tools.gpu_fraction: {fractions}) "
-        "during the precompute; their actors are released before training starts"
+        reasoner, r_bytes = Architecture.of(qwen.model_id), 2 if qwen.dtype in ("bfloat16", "float16") else 4
+        r_batch, r_tokens = qwen.batch_size, audio_tokens(30.0) + RECORD_TOKENS + qwen.max_new_tokens
+    rollout = lm.rollout
+    prompt = prompt_tokens or audio_tokens(lm.audio_max_seconds) + PROMPT_TEXT_TOKENS
+    return Setup(
+        arch=arch,
+        ranks=ranks_of(config),
+        stage=int(zero.get("stage", 0)) if deepspeed else None,
+        reduce_bucket=arch.hidden**2 if bucket == "auto" else float(bucket),
+        overlap_comm=bool(zero.get("overlap_comm", False)),
+        bf16=lm.bf16,
+        masters=runtime.bf16_masters,
+        lora_parameters=arch.lora_parameters(lm.lora) if lm.lora else None,
+        beta=grpo.beta,
+        generation_rows=min(lm.generation_batch_size, lm.per_device_train_batch_size * lm.gradient_accumulation_steps),
+        micro_rows=lm.per_device_train_batch_size,
+        prompt_tokens=prompt,
+        completion_tokens=lm.max_completion_length,
+        prompt_logits=rollout.prompt_logits,
+        static_cache_tokens=max(rollout.max_prompt_tokens, prompt) if rollout.cache == "static" else None,
+        checkpointing=lm.gradient_checkpointing,
+        reasoner=reasoner,
+        reasoner_bytes=r_bytes,
+        reasoner_batch=r_batch,
+        reasoner_tokens=r_tokens,
     )
+
+
+def plan_of(s: Setup) -> Plan:
+    """The per-rank plan of a :class:`Setup`: every phase of steps 1 and 2, item by item."""
+    a, p, n = s.arch, s.arch.parameters, s.ranks
+    b16 = 2 if s.bf16 else 4  # bytes of a frozen weight, an activation, a KV entry
+    per = lambda applies: n if applies else 1  # noqa: E731  (ZeRO shards over the ranks)
+    stage, lora = s.stage, s.lora_parameters
+    trained = lora if lora is not None else p
+    keep: list = []  # held through the run
+    grads: list = []  # from the first micro-batch's backward to the end of the optimizer step
+    step_items: list = []  # in the optimizer step only
+    moments: list = []  # from step 1's optimizer step on
+    if lora is not None:
+        keep.append(("frozen base", b16 * p / per(stage == 3), f"{p / 1e9:.2f} B x {b16} bytes"))
+    if stage is None:
+        w = 4 if (s.masters or not s.bf16 or lora is not None) else 2
+        name = "LoRA adapters" if lora is not None else "policy weights"
+        kind = "fp32" if lora is not None else "fp32 masters" if w == 4 and s.bf16 else "bf16, updated in place"
+        kind = kind if s.bf16 else "fp32"
+        keep.append((name, w * trained, f"{trained / 1e9:.3f} B x {w} bytes ({kind})"))
+        grads.append(("gradients", w * trained, f"{w} bytes a trained parameter"))
+        moments.append(("AdamW moments", 2 * w * trained, f"2 x {w} bytes a trained parameter"))
+    else:
+        if lora is None:
+            keep.append(("policy weights (bf16, flat)", 2 * p / per(stage == 3), "2 bytes a parameter"))
+        else:
+            keep.append(("LoRA adapters (bf16)", 2 * trained, "2 bytes a trained parameter"))
+        keep.append(("DeepSpeed fp32 master partition", 4 * trained / per(stage >= 1), "4 bytes / ranks"))
+        moments.append(("AdamW moments (fp32 partition)", 8 * trained / per(stage >= 1), "8 bytes / ranks"))
+        grads.append(
+            ("gradient partition (bf16)", 2 * trained / per(stage >= 2), f"2 bytes{' / ranks' * (stage >= 2)}")
+        )
+        step_items.append(("fp32 gradient partition", 4 * trained / per(stage >= 1), "4 bytes / ranks, in the step"))
+    if s.beta > 0 and lora is None:
+        keep.append(("reference model", b16 * p / per(stage == 3), f"frozen, {b16} bytes a parameter"))
+    if s.reasoner is not None:
+        r = s.reasoner
+        keep.append(("reasoner weights", r.parameters * s.reasoner_bytes, f"{r.parameters / 1e9:.2f} B in process"))
+    # autocast's bf16 copies of fp32 weights, held through each forward pass
+    cast = (
+        [("autocast's bf16 weight copies", 2 * p, "2 bytes a parameter")]
+        if (s.bf16 and stage is None and lora is None and s.masters)
+        else []
+    )
+    plan = Plan(setup=s)
+
+    # sampling
+    rows, prompt, total_tokens = s.generation_rows, s.prompt_tokens, s.prompt_tokens + s.completion_tokens
+    how = f"{rows} rows"
+    if s.static_cache_tokens is not None:
+        full = a.kv_cache_bytes(rows, s.static_cache_tokens + s.completion_tokens, b16)
+        prefill_kv = end_kv = ("static KV cache", full, f"{how} x {s.static_cache_tokens + s.completion_tokens} tokens")
+    else:
+        prefill_kv = ("KV cache of the prompts", a.kv_cache_bytes(rows, prompt, b16), f"{how} x {prompt} tokens")
+        end_kv = ("KV cache, prompt + completion", a.kv_cache_bytes(rows, total_tokens, b16), f"{how} x {total_tokens}")
+    positions = prompt if s.prompt_logits == "all" else 1
+    logits = [("prompt logits", rows * positions * a.vocab * b16, f"{how} x {positions} positions x {a.vocab}")]
+    if s.bf16 and stage is None:  # accelerate's autocast wrapper returns fp32 outputs
+        logits.append(("their fp32 copy", rows * positions * a.vocab * 4, "accelerate's convert_outputs_to_fp32"))
+    working = ("one layer's working set", a.layer_inference_bytes(rows, prompt, b16), f"{how} x {prompt}, no gradient")
+    prefill = max([working], logits, key=lambda items: sum(b for _, b, _ in items))
+    sampling = [("prefill", cast + [prefill_kv] + prefill), ("decoding", cast + [end_kv])]
+
+    # rewards
+    micro, sequence = s.micro_rows, total_tokens
+    rewards = [("rewards", [])]
+    if s.beta > 0:
+        ref = a.layer_inference_bytes(micro, sequence, b16)
+        rewards.append(("reference log-probs", [("reference forward", ref, f"{micro} rows x {sequence}, no gradient")]))
+    if s.reasoner is not None:
+        kv = s.reasoner.kv_cache_bytes(s.reasoner_batch, s.reasoner_tokens, s.reasoner_bytes)
+        rewards.append(("reasoner", [("reasoner KV cache", kv, f"{s.reasoner_batch} x {s.reasoner_tokens} tokens")]))
+
+    # update: one micro-batch, every gradient alive
+    mhow = f"{micro} rows x {sequence} tokens"
+    tower = lora is None  # a frozen tower (LoRA on the decoder) keeps nothing for the backward
+    audio_inputs = a.audio_layers * micro * AUDIO_FRAMES * a.audio_dim * b16 if tower else 0
+    if s.checkpointing:
+        saved = [("decoder layer inputs", a.layers * micro * sequence * a.hidden * b16, f"{a.layers} layers, {mhow}")]
+        if tower:
+            saved.append(("audio tower layer inputs", audio_inputs, f"{a.audio_layers} layers x {AUDIO_FRAMES} frames"))
+        layer = [("one layer's backward", 2 * a.layer_training_bytes(micro, sequence, b16), "recomputed + gradients")]
+    else:
+        # an encoder layer keeps its two LayerNorms' inputs and outputs, q, k, v, the attention output, fc1 and GELU
+        audio_all = a.audio_layers * micro * AUDIO_FRAMES * (16 * a.audio_dim + 4 * a.audio_ffn) * b16 / 2
+        saved = [("every layer's activations", a.layers * a.layer_training_bytes(micro, sequence, b16), mhow)]
+        if tower:
+            saved.append(("audio tower activations", audio_all, f"{a.audio_layers} layers x {AUDIO_FRAMES} frames"))
+        layer = [("one layer's gradients", a.layer_training_bytes(micro, sequence, b16), "")]
+    head_grad = (a.vocab * a.hidden * (4 + 2) if lora is None else 0) + 4096 * 32768 * 2
+    head = [("fused LM head's backward", head_grad, "fp32 weight gradient + its copy + one tile")]
+    buckets = []
+    if stage is not None and stage >= 2:
+        count = 2 if s.overlap_comm else 1
+        buckets.append(("reduce buckets", count * s.reduce_bucket * 2, f"{count} x {s.reduce_bucket:.3g} elements"))
+    update = [
+        ("forward end", grads + buckets + cast + saved),
+        ("backward", grads + buckets + saved + max(layer, head, key=lambda items: sum(b for _, b, _ in items))),
+    ]
+
+    for step in (1, 2):
+        persistent = keep + (moments if step == 2 else [])
+        plan.phases[(step, "sampling")] = [(m, persistent + items) for m, items in sampling]
+        plan.phases[(step, "rewards")] = [(m, persistent + items) for m, items in rewards]
+        plan.phases[(step, "update")] = [(m, persistent + items) for m, items in update]
+        plan.phases[(step, "optimizer")] = [("step", keep + moments + grads + step_items)]
+        plan.phases[(step, "between")] = [("after the step", keep + moments)]
     return plan
 
 
-def main_plan(config, gpu_gb: float | None) -> tuple[str, bool]:
-    """The table ``autagent plan`` prints, and whether the run fits ``gpu_gb`` (True without a size)."""
-    if config.policy.kind != "lm":
-        return "the router trains on a CPU in a few hundred MB: no GPU plan is needed", True
-    plan = plan_training(config)
-    return plan.table(gpu_gb), gpu_gb is None or plan.fits(gpu_gb)
+def plan_training(config, prompt_tokens: int | None = None, runtime: Runtime = CURRENT) -> Plan:
+    """The per-rank memory plan of an LM-policy run config (:class:`autagent.config.RunConfig`)."""
+    lm = config.policy.lm
+    setup = setup_of(config, prompt_tokens, runtime)
+    plan = plan_of(setup)
+    plan.notes.append(
+        f"{lm.model_id}: {setup.arch.parameters / 1e9:.2f} B parameters; {setup.ranks} rank(s); "
+        + (f"DeepSpeed ZeRO-{setup.stage}" if setup.stage is not None else "no DeepSpeed")
+        + f"; {'bf16 compute' if lm.bf16 else 'fp32'}"
+        + (f"; LoRA r {lm.lora.r} ({setup.lora_parameters / 1e6:.1f} M trained)" if lm.lora else "")
+        + f"; prompts of {setup.prompt_tokens} tokens{' (measured)' if prompt_tokens else ' (estimated)'}"
+    )
+    if setup.reasoner is None:
+        plan.notes.append(f"reasoner: {config.reasoner.kind} (not in this process)")
+    tools = [config.tools.settings.get(t, {}).get("model_id") for t in config.tools.tool_ids]
+    tool_bytes = sum(4 * TOOL_PARAMETERS.get(m, 0) for m in tools if m)
+    plan.notes.append(
+        f"tools: {tool_bytes / GB:.1f} GB of fp32 weights on the GPUs Ray gives them during the precompute; "
+        "their actors are released before training starts"
+    )
+    return plan

@@ -172,6 +172,29 @@ def build_tiny_qwen2_audio(directory: Path, seed: int = 0, prompts=()) -> Path:
     return directory
 
 
+def write_qwen2_audio_shapes(directory: Path, shapes: dict, prompts=()) -> Path:
+    """A Qwen2-Audio model folder of the given shapes (``audio_config``, ``text_config``) without weights:
+    its config.json and the tiny processor (a tokenizer trained on ``prompts``), for building random
+    weights of a real model's size directly on a GPU (``make gpu-check``)."""
+    import json
+
+    from transformers import Qwen2AudioProcessor, WhisperFeatureExtractor
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    tokenizer = build_tiny_chat_tokenizer(tiny_corpus(prompts))
+    processor = Qwen2AudioProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=128), tokenizer=tokenizer)
+    processor.save_pretrained(directory)
+    config = {
+        "model_type": "qwen2_audio",
+        "architectures": ["Qwen2AudioForConditionalGeneration"],
+        **shapes,
+        "audio_token_index": tokenizer.convert_tokens_to_ids("<|AUDIO|>"),
+    }
+    (directory / "config.json").write_text(json.dumps(config, indent=2))
+    return directory
+
+
 EMOTION2VEC_LABELS = (
     "生气/angry",
     "厌恶/disgusted",

@@ -59,6 +59,7 @@ def overrides(work: Path, models: dict[str, Path], data: dict[str, Path], ray_ad
             "sound_events": {"model_id": str(models["ast"]), **cpu},
             "speakers": {"model_id": str(models["pyannote"]), **cpu},
         },
+        "reasoner.kind": "qwen2-audio",  # the paper config serves it apart; here a tiny one runs in each rank
         "reasoner.qwen2_audio.model_id": str(models["reasoner"]),
         "reasoner.qwen2_audio.device": "cpu",
         "reasoner.qwen2_audio.dtype": "float32",  # bf16 matmuls are slow on this CPU

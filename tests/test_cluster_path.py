@@ -109,7 +109,7 @@ def test_the_memory_plan_counts_what_torch_reports_on_a_tiny_model(tiny_policy):
         for k, v in state.items()
         if k in ("exp_avg", "exp_avg_sq")
     )
-    assert moments == 2 * 4 * arch.parameters  # the plan's "AdamW moments" row for an fp32 model
+    assert moments == 2 * 4 * arch.parameters  # the plan's "AdamW moments" row for an fp32 model (or bf16 masters)
     with torch.no_grad():
         cache = model(input_ids=ids, use_cache=True).past_key_values
     measured = sum(t.numel() * t.element_size() for layer in cache.layers for t in (layer.keys, layer.values))
@@ -118,13 +118,14 @@ def test_the_memory_plan_counts_what_torch_reports_on_a_tiny_model(tiny_policy):
 
 def test_the_plan_of_the_paper_config_fits_its_cards_and_refuses_what_does_not():
     from autagent.config import load_config
-    from autagent.plan import audio_tokens, main_plan, plan_training
+    from autagent.plan import audio_tokens, plan_training
+    from autagent.plan_report import main_plan
 
     paper = load_config("experiments/paper_qwen2audio.yaml")
     plan = plan_training(paper)
-    rows = {item: nbytes for item, nbytes, _, _ in plan.rows}
-    assert round(rows["policy weights (16-bit)"] / 2 / 1e9, 1) == 8.4  # Qwen2-Audio-7B-Instruct: 8.4 B parameters
-    assert rows["AdamW fp32 master, m, v"] == pytest.approx(12 * rows["policy weights (16-bit)"] / 2 / 8)  # ZeRO-2
+    held = {item: nbytes for item, nbytes, _ in plan.phases[(2, "between")][0][1]}
+    assert round(held["policy weights (bf16, flat)"] / 2 / 1e9, 1) == 8.4  # Qwen2-Audio-7B-Instruct: 8.4 B parameters
+    assert held["AdamW moments (fp32 partition)"] == pytest.approx(8 * held["policy weights (bf16, flat)"] / 2 / 8)
     assert audio_tokens(30.0) == 750
     for gb in (80, 141):
         table, fits = main_plan(paper, gb)
@@ -133,6 +134,10 @@ def test_the_plan_of_the_paper_config_fits_its_cards_and_refuses_what_does_not()
     assert not fits and "does NOT fit" in table
     heavy = load_config("experiments/paper_qwen2audio.yaml", {"policy.lm.generation_batch_size": 24})
     assert plan_training(heavy).total > plan.total  # chunking generation is what keeps the KV cache small
+    every_position = load_config("experiments/paper_qwen2audio.yaml", {"policy.lm.rollout.prompt_logits": "all"})
+    added = {item: b for item, b, _ in plan_training(every_position).peak(2, "sampling")[2]}
+    assert added["prompt logits"] == 8 * 1520 * 156032 * 2  # bf16; DeepSpeed's engine makes no fp32 copy of them
+    assert "their fp32 copy" not in added and plan.peak(2, "sampling")[1] == "decoding"
 
 
 @pytest.mark.skipif(shutil.which("uv", path=str(Path(sys.executable).parent)) is None, reason="needs uv in the venv")

@@ -184,9 +184,12 @@ def test_an_lm_plugin_loads_on_a_device_in_its_dtype_and_selects_in_batches(tiny
     plugin = load(run_dir / "plugin")
     assert str(plugin.device) == "cpu" and next(plugin.model.parameters()).dtype == torch.float32
     plugin.config = dataclasses.replace(plugin.config, eval_batch_size=2)
+    from autagent.policies.lm.decoding import decoder_view
+
     rows = []
-    generate = plugin.model.generate
-    plugin.model.generate = lambda **inputs: rows.append(int(inputs["input_ids"].shape[0])) or generate(**inputs)
+    view = decoder_view(plugin.model)  # the rollout's route: the decoder generates from the prompt embeddings
+    generate = view.generate
+    view.generate = lambda **inputs: rows.append(int(inputs["inputs_embeds"].shape[0])) or generate(**inputs)
     samples = tiny_bench["test"][:5]
     batched = plugin.select_many(samples)
     assert rows == [2, 2, 1]
@@ -402,6 +405,108 @@ def test_bf16_learns_at_the_papers_learning_rate_with_fp32_masters(tiny_bench, t
     assert in_place < 0.5 * fp32 and in_place_share < 0.5 * fp32_share, (in_place, in_place_share)
 
 
+@pytest.mark.parametrize("export", ["adapter", "merged"])
+def test_lora_trains_adapters_over_one_frozen_copy_and_the_plugin_selects_as_in_training(
+    export, tiny_bench, tmp_path, monkeypatch
+):
+    """policy.lm.lora: one model loaded (the reference is the base with the adapters off), the base frozen,
+    fp32 adapters that move; the plugin exports the adapter (loaded over model_id) or the merged weights,
+    and the loaded plugin gives the trained model's log-probabilities and greedy selections."""
+    from transformers import Qwen2AudioForConditionalGeneration
+
+    from autagent.plugin import load
+    from autagent.policies.lm.plugin import LMPlugin, export_lm
+    from autagent.policies.lm.rollout import completion_logprob
+
+    loads = []
+    load_model = Qwen2AudioForConditionalGeneration.from_pretrained
+    monkeypatch.setattr(
+        Qwen2AudioForConditionalGeneration,
+        "from_pretrained",
+        lambda path, *a, **k: loads.append(str(path)) or load_model(path, *a, **k),
+    )
+    lora = {"r": 4, "alpha": 8.0, "dropout": 0.0, "export": export}
+    overrides = {"grpo.steps": 3, "grpo.beta": 0.04, "grpo.advantage": "reward", "policy.lm.lora": lora}
+    trainer, processor, samples = _trainer(
+        tiny_bench, tmp_path, lambda prompts, completions, **_: [float(len(c) % 3) for c in completions], **overrides
+    )
+    assert len(loads) == 1 and trainer.ref_model is None  # no second copy: the reference is adapters-off
+    model = trainer.model
+    trained = {n: p for n, p in model.named_parameters() if p.requires_grad}
+    assert trained and all("lora_" in n and "language_model" in n for n in trained)
+    assert {p.dtype for p in trained.values()} == {torch.float32}
+    before = {n: p.detach().clone() for n, p in trained.items()}
+    trainer.train()
+    assert any(not torch.equal(before[n], p) for n, p in trained.items() if "lora_B" in n)  # B left zero
+
+    lm = trainer.autagent_config.policy.lm
+    folder = export_lm(tmp_path / "plugin", model, processor, lm, SIX, "embedded", {}, 30.0, {})
+    files = set(json.loads((folder / "manifest.json").read_text())["files"])
+    weights = "adapter_model.safetensors" if export == "adapter" else "model.safetensors"
+    assert weights in files and ("model.safetensors" in files) == (export == "merged")
+    plugin = load(folder)
+    in_memory = LMPlugin.from_model(folder, plugin.manifest, model, processor)
+    probe = samples[0]
+    prompt, answer = agent_prompt(probe.question, SIX), "<answer>2,4</answer>"
+    trained_logp = completion_logprob(model, processor, prompt, probe.audio, answer)
+    assert completion_logprob(plugin.model, processor, prompt, probe.audio, answer) == pytest.approx(
+        trained_logp, abs=1e-4
+    )
+    with model.disable_adapter():
+        assert abs(completion_logprob(model, processor, prompt, probe.audio, answer) - trained_logp) > 1e-3
+    assert plugin.select_many(tiny_bench["test"][:4]) == in_memory.select_many(tiny_bench["test"][:4])
+
+
+def test_the_decoder_route_samples_what_qwen2_audios_generate_samples(tiny_bench, tmp_path):
+    """rollout.prompt_logits: last (the merged prompt embeddings through the decoder alone, logits at the last
+    prompt position only; with a static cache too) draws the very completions Qwen2-Audio's own generate
+    draws, greedy and sampled (same seed), constrained or not; in bf16 the first step's logits agree
+    within bf16's resolution."""
+    import dataclasses
+
+    from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
+
+    from autagent.policies.lm.config import LMPolicyConfig, RolloutConfig
+    from autagent.policies.lm.decoding import decoder_view, prompt_embeddings
+    from autagent.policies.lm.recipe import build_tiny_policy
+    from autagent.policies.lm.rollout import encode_prompts, generate_selections
+
+    folder = build_tiny_policy(tmp_path / "model", seed=0)
+    processor = AutoProcessor.from_pretrained(folder)
+    model = Qwen2AudioForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval()
+    samples = tiny_bench["train"][:3]
+    inputs = encode_prompts(processor, [agent_prompt(s.question, SIX) for s in samples], [s.audio for s in samples], 30)
+    length = inputs["input_ids"].shape[1]
+    every = LMPolicyConfig(model_id=str(folder), bf16=False, max_completion_length=12)
+    every.rollout = RolloutConfig(prompt_logits="all")
+    routes = [
+        every,
+        dataclasses.replace(every, rollout=RolloutConfig(prompt_logits="last")),
+        dataclasses.replace(
+            every, rollout=RolloutConfig(prompt_logits="last", cache="static", max_prompt_tokens=length)
+        ),
+    ]
+    head_rows = []
+    model.lm_head.register_forward_hook(lambda module, args, out: head_rows.append(out.shape[1]))
+    for constrained in (False, True):
+        for do_sample in (False, True):
+            drawn = []
+            for lm in routes:
+                torch.manual_seed(1)
+                head_rows.clear()
+                lm = dataclasses.replace(lm, constrained_decoding=constrained)
+                drawn.append(generate_selections(model, processor, inputs, lm, len(SIX), do_sample, temperature=1.0))
+                assert head_rows[0] == (length if lm.rollout.prompt_logits == "all" else 1)  # the prefill's logits
+            assert drawn[0] == drawn[1] == drawn[2], (constrained, do_sample, drawn)
+            assert max(len(ids) for ids in drawn[0]) > 1
+    with torch.no_grad(), torch.autocast("cpu", torch.bfloat16):
+        whole = model(**inputs).logits[:, -1].float()
+        view = decoder_view(model)(
+            inputs_embeds=prompt_embeddings(model, inputs), attention_mask=inputs["attention_mask"], logits_to_keep=1
+        )
+    assert torch.allclose(view.logits[:, -1].float(), whole, atol=2e-2 * whole.abs().max().item())
+
+
 def _silent_reward(prompts, completions, **_):
     return [0.0] * len(completions)
 
@@ -429,14 +534,17 @@ def test_rollout_samples_as_in_eval_mode_whatever_state_the_trainer_left_the_mod
     model = trainer.accelerator.unwrap_model(trainer.model)
     trainer._audio_paths = [s.audio for s in samples]
     prompts = [agent_prompt(s.question, SIX) for s in samples]
+    from autagent.policies.lm.decoding import decoder_view
+
     rows_per_call = []
-    generate = model.generate
+    view = decoder_view(model)
+    generate = view.generate
 
     def counting_generate(**inputs):
-        rows_per_call.append(int(inputs["input_ids"].shape[0]))
+        rows_per_call.append(int(inputs["inputs_embeds"].shape[0]))
         return generate(**inputs)
 
-    model.generate = counting_generate
+    view.generate = counting_generate
     model.activation_checkpointing_enable()
     model.train()
     torch.manual_seed(0)

@@ -2,7 +2,73 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
+
+DECODER_LINEARS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
+
+
+@dataclass
+class LoRAConfig:
+    """LoRA adapters through ``peft`` on the policy's decoder (``policy.lm.lora``): the base stays frozen
+    in bf16 (fp32 without ``bf16``), the adapters train in fp32, and the reference model (beta > 0) is
+    the base with the adapters switched off, so no second copy of the model is held."""
+
+    r: int = 16
+    """Rank of each adapter."""
+    alpha: float = 32.0
+    """Scale: the adapter's output is multiplied by alpha / r."""
+    dropout: float = 0.05
+    """Dropout on the adapter's input."""
+    target_modules: list = field(default_factory=lambda: list(DECODER_LINEARS))
+    """Names of the linear layers that get an adapter, inside the language model's decoder only (the
+    audio tower's projections share some names and stay frozen)."""
+    export: str = "adapter"
+    """What the plugin holds: ``adapter`` (the adapter alone; loading reads the base from model_id) or
+    ``merged`` (the adapter folded into a full copy of the weights: a self-contained plugin)."""
+
+    def __post_init__(self):
+        if self.r < 1 or self.alpha <= 0 or not 0 <= self.dropout < 1 or not self.target_modules:
+            raise ValueError("policy.lm.lora: r >= 1, alpha > 0, 0 <= dropout < 1 and some target_modules")
+        if self.export not in ("adapter", "merged"):
+            raise ValueError(f"policy.lm.lora.export: adapter or merged, not {self.export!r}")
+
+    @property
+    def pattern(self) -> str:
+        """peft's ``target_modules`` as one regular expression over full module names."""
+        names = "|".join(re.escape(m) for m in self.target_modules)
+        return rf".*language_model\.layers\.\d+\..*\b({names})"
+
+    def targets(self, module_name: str) -> bool:
+        return re.fullmatch(self.pattern, module_name) is not None
+
+
+@dataclass
+class RolloutConfig:
+    """How the rollout samples (``policy.lm.rollout``)."""
+
+    prompt_logits: str = "last"
+    """``last``: the clip's embeddings are merged into the prompt once and the decoder generates from
+    them with ``logits_to_keep``, so the prefill computes logits at the last prompt position only.
+    ``all``: Qwen2-Audio's own ``generate``, whose prefill computes logits for every prompt position
+    (8 rows x 1,520 tokens x 156k vocabulary: 3.8 GB in bf16, and 7.6 GB more for the fp32 copy
+    accelerate's autocast wrapper makes), the route main took."""
+    cache: str = "dynamic"
+    """``dynamic``: the KV cache grows token by token.  ``static``: one pre-allocated cache of
+    ``generation_batch_size`` rows x ``max_prompt_tokens`` + ``max_completion_length``; on CUDA,
+    transformers compiles the decoding step for it (one graph)."""
+    max_prompt_tokens: int = 1600
+    """Longest prompt (clip included) the static cache holds; a longer one is generated with a dynamic
+    cache.  The paper's prompts measure 1,517-1,520 tokens with a 30 s clip."""
+    warmup: bool = True
+    """With a static cache on CUDA: compile before the first step by generating once on a dummy chunk
+    of the real shape, so the compile (about 34 s for the 8.40 B shapes) is not in step 1's rollout."""
+
+    def __post_init__(self):
+        if self.prompt_logits not in ("last", "all") or self.cache not in ("dynamic", "static"):
+            raise ValueError("policy.lm.rollout: prompt_logits last|all, cache dynamic|static")
+        if self.max_prompt_tokens < 1:
+            raise ValueError("policy.lm.rollout.max_prompt_tokens must be >= 1")
 
 
 @dataclass
@@ -48,10 +114,18 @@ class LMPolicyConfig:
     """Log every N steps."""
     audio_max_seconds: float = 30.0
     """Clip length the policy hears."""
+    lora: LoRAConfig | None = None
+    """Train LoRA adapters instead of every weight (None: full fine-tuning)."""
+    rollout: RolloutConfig = field(default_factory=RolloutConfig)
+    """How the rollout samples."""
     extra_args: dict = field(default_factory=dict)
     """Any other trl.GRPOConfig field."""
 
     def __post_init__(self):
+        if isinstance(self.lora, dict):  # a plugin's manifest holds the settings as plain mappings
+            self.lora = LoRAConfig(**self.lora)
+        if isinstance(self.rollout, dict):
+            self.rollout = RolloutConfig(**self.rollout)
         if self.learning_rate <= 0 or self.max_completion_length < 1 or self.per_device_train_batch_size < 1:
             raise ValueError(
                 "policy.lm: learning_rate > 0, max_completion_length >= 1, per_device_train_batch_size >= 1"

@@ -1,4 +1,6 @@
-"""The LM policy as a plugin: an HF model folder (safetensors) plus the shared manifest."""
+"""The LM policy as a plugin: an HF model folder (safetensors) plus the shared manifest.  A LoRA-trained
+policy exports its adapter (``policy.lm.lora.export: adapter``; loading reads the base from
+``model_id``) or the adapter folded into the base's weights (``merged``: a self-contained folder)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,11 @@ def export_lm(
     metrics: dict | None = None,
 ) -> Path:
     def write(tmp: Path) -> None:
-        model.save_pretrained(tmp, safe_serialization=True)
+        if lm.lora is not None and lm.lora.export == "merged":
+            base = model.get_base_model()
+            base.save_pretrained(tmp, state_dict=merged_state_dict(model), safe_serialization=True)
+        else:  # a full model, or the adapter alone (a PeftModel saves its adapter)
+            model.save_pretrained(tmp, safe_serialization=True)
         processor.save_pretrained(tmp)
 
     return export_plugin(
@@ -35,7 +41,11 @@ def export_lm(
         tool_settings,
         max_seconds,
         {
-            "encoders": {"policy": "qwen2-audio (in this folder)"},
+            "encoders": {
+                "policy": f"qwen2-audio {lm.model_id} + LoRA adapter (in this folder)"
+                if lm.lora is not None and lm.lora.export == "adapter"
+                else "qwen2-audio (in this folder)"
+            },
             "prompt": AGENT_PROMPT,
             "tool_list": tool_list(tool_ids),
             "policy_config": dataclasses.asdict(lm),
@@ -43,6 +53,45 @@ def export_lm(
             "metrics": metrics or {},
         },
     )
+
+
+def merged_state_dict(model) -> dict:
+    """The base model's weights with each LoRA adapter folded in (W + B A x alpha / r, summed in fp32 and
+    stored in the base's dtype), under the plain model's names; the model in memory is left unchanged."""
+    from peft.tuners.lora import LoraLayer
+
+    base = model.get_base_model()
+    state = {}
+    for name, tensor in base.state_dict().items():
+        if "lora_" not in name:
+            state[name.replace(".base_layer.", ".")] = tensor
+    for name, module in base.named_modules():
+        if isinstance(module, LoraLayer) and module.active_adapters:
+            weight = module.get_base_layer().weight
+            delta = sum(module.get_delta_weight(a).float() for a in module.active_adapters)
+            state[f"{name}.weight"] = (weight.float() + delta).to(weight.dtype)
+    return state
+
+
+def load_policy_model(directory: Path, config: LMPolicyConfig, dtype):
+    """The exported policy: a full model folder, or (``lora.export: adapter``) the base named by
+    ``model_id`` with the adapter in ``directory``."""
+    from transformers import Qwen2AudioForConditionalGeneration
+
+    if config.lora is None or config.lora.export == "merged":
+        return Qwen2AudioForConditionalGeneration.from_pretrained(directory, dtype=dtype)
+    from peft import PeftModel
+
+    from ...trust import PluginError
+
+    try:
+        base = Qwen2AudioForConditionalGeneration.from_pretrained(config.model_id, dtype=dtype)
+    except OSError as err:
+        raise PluginError(
+            f"{directory}: this plugin holds a LoRA adapter over {config.model_id}, which cannot be loaded here "
+            f"({err}); export it with policy.lm.lora.export: merged for a self-contained plugin"
+        ) from None
+    return PeftModel.from_pretrained(base, directory)
 
 
 class LMPlugin:
@@ -59,12 +108,12 @@ class LMPlugin:
         self.directory, self.manifest = Path(directory), manifest
         self.config = LMPolicyConfig(**manifest["policy_config"])
         if model is None:
-            from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
+            from transformers import AutoProcessor
 
             device = device or self.config.device or ("cuda" if torch.cuda.is_available() else "cpu")
             dtype = torch.bfloat16 if self.config.bf16 and str(device).startswith("cuda") else torch.float32
             processor = AutoProcessor.from_pretrained(directory)
-            model = Qwen2AudioForConditionalGeneration.from_pretrained(directory, dtype=dtype).to(device)
+            model = load_policy_model(directory, self.config, dtype).to(device)
         if model.is_activation_checkpointing:
             model.activation_checkpointing_disable()  # training is over; generation needs its KV cache
         self.model, self.processor = model.eval(), processor

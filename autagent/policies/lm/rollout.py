@@ -34,11 +34,17 @@ def encode_prompts(processor, texts: list[str], audio_paths: list[str], max_seco
 def generate_selections(
     model, processor, inputs, config: LMPolicyConfig, num_tools: int, do_sample: bool, temperature: float = 1.0
 ):
-    """Completion token ids (a list per row, EOS kept, padding dropped) for already-encoded prompts."""
+    """Completion token ids (a list per row, EOS kept, padding dropped) for already-encoded prompts.
+
+    ``rollout.prompt_logits: last`` generates with the decoder alone from the merged prompt embeddings
+    (:mod:`.decoding`: logits at the last prompt position only, optionally a static KV cache);
+    ``all`` calls Qwen2-Audio's own ``generate`` (logits at every prompt position).  Both sample from
+    the same distribution with the same random draws; under ``bf16`` both compute in bf16."""
     import torch
 
+    from .decoding import decoder_view, prompt_embeddings, static_cache_kwargs
+
     tokenizer = processor.tokenizer
-    prompt_length = inputs["input_ids"].shape[1]
     # A sampled <|AUDIO|> would no longer match the clip's features in the log-probability pass.
     audio_tokens = [processor.audio_token, processor.audio_bos_token, processor.audio_eos_token]
     kwargs = dict(
@@ -50,21 +56,28 @@ def generate_selections(
     )
     if do_sample:
         kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
-    if config.constrained_decoding:
-        kwargs["prefix_allowed_tokens_fn"] = AnswerGrammar(tokenizer, prompt_length, num_tools)
-    with torch.no_grad():
-        out = model.generate(**inputs, **kwargs)
-    completions = []
-    for row in out[:, prompt_length:].tolist():
-        ids = []
-        for token in row:
-            if token == tokenizer.pad_token_id and token != tokenizer.eos_token_id:
-                break
-            ids.append(token)
-            if token == tokenizer.eos_token_id:
-                break
-        completions.append(ids)
-    return completions
+    prompt_length = inputs["input_ids"].shape[1]
+    device = inputs["input_ids"].device
+    in_bf16 = config.bf16 and next(model.parameters()).dtype == torch.float32  # fp32 masters: autocast
+    with torch.no_grad(), torch.autocast(device.type, torch.bfloat16, enabled=in_bf16):
+        if config.rollout.prompt_logits == "last":
+            # from embeddings, ``generate`` returns (and the grammar reads) the new tokens only
+            if config.constrained_decoding:
+                kwargs["prefix_allowed_tokens_fn"] = AnswerGrammar(tokenizer, 0, num_tools)
+            embeds = prompt_embeddings(model, inputs)
+            kwargs.update(static_cache_kwargs(config, prompt_length))
+            new = decoder_view(model).generate(inputs_embeds=embeds, attention_mask=inputs["attention_mask"], **kwargs)
+        else:
+            if config.constrained_decoding:
+                kwargs["prefix_allowed_tokens_fn"] = AnswerGrammar(tokenizer, prompt_length, num_tools)
+            new = model.generate(**inputs, **kwargs)[:, prompt_length:]
+    return [completion_ids(row, tokenizer.eos_token_id) for row in new.tolist()]
+
+
+def completion_ids(row: list[int], eos: int) -> list[int]:
+    """A generated row up to and including its first EOS (``generate`` pads a row only after its EOS, so
+    a sampled padding token before it is part of the completion)."""
+    return row[: row.index(eos) + 1] if eos in row else row
 
 
 def grammar_allowed(grammar: AnswerGrammar, completions: list[list[int]], length: int):

@@ -107,6 +107,28 @@ def trainer_class():
     return AudioGRPOTrainer
 
 
+def WarmUp(processor, lm: LMPolicyConfig):  # noqa: N802  (a class built where transformers is imported)
+    """A callback that compiles the rollout's static-cache decoding step when training begins, before
+    step 1's rollout (CUDA only; a failure is logged and the rollout compiles on its first call)."""
+    import logging
+
+    from transformers import TrainerCallback
+
+    from .decoding import warm_up
+
+    class _WarmUp(TrainerCallback):
+        def on_train_begin(self, args, state, control, model=None, **kwargs):
+            rows = min(lm.generation_batch_size, lm.per_device_train_batch_size * lm.gradient_accumulation_steps)
+            if model is None or not lm.rollout.warmup:
+                return
+            try:
+                warm_up(model, processor, lm, rows, next(model.parameters()).device)
+            except Exception as err:  # noqa: BLE001  (compiling is an optimisation; training goes on without it)
+                logging.getLogger(__name__).warning("rollout warm-up failed (%s); decoding compiles on first use", err)
+
+    return _WarmUp()
+
+
 def weight_dtype(lm: LMPolicyConfig, deepspeed: bool):
     """The dtype the policy's weights are loaded in.
 
@@ -119,7 +141,18 @@ def weight_dtype(lm: LMPolicyConfig, deepspeed: bool):
     optimizer's flat fp32 partitions) and copies the updated masters back into the bf16 module."""
     import torch
 
-    return torch.bfloat16 if lm.bf16 and deepspeed else torch.float32
+    frozen_base = lm.lora is not None  # LoRA: the base needs no masters, the adapters are kept in fp32 by peft
+    return torch.bfloat16 if lm.bf16 and (deepspeed or frozen_base) else torch.float32
+
+
+def lora_config(lm: LMPolicyConfig):
+    """peft's LoraConfig for ``policy.lm.lora``: adapters on the decoder's linears only."""
+    from peft import LoraConfig
+
+    lora = lm.lora
+    return LoraConfig(
+        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=lora.pattern, bias="none"
+    )
 
 
 def build_grpo_trainer(
@@ -131,8 +164,11 @@ def build_grpo_trainer(
     output_dir: Path,
     tool_ids,
     model_id: str,
+    model=None,
 ):
-    """The TRL trainer for the LM policy, wired to our rollout, the given rewards and the run config."""
+    """The TRL trainer for the LM policy, wired to our rollout, the given rewards and the run config.
+    ``model``: a policy already in memory, in :func:`weight_dtype` (``make gpu-check`` builds random
+    weights on the GPU); None loads it from ``model_id``."""
     import datasets
     from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
     from trl import GRPOConfig as TRLGRPOConfig
@@ -167,8 +203,9 @@ def build_grpo_trainer(
         bf16=lm.bf16,  # accelerate's mixed precision: bf16 autocast around fp32 weights, on a GPU or the CPU
         activation_checkpointing=lm.gradient_checkpointing,  # transformers 5 name of gradient checkpointing
         deepspeed=lm.deepspeed,
-        # The reference model (beta > 0) is frozen: it needs no fp32 masters, so it is loaded in bf16.
-        model_init_kwargs={"dtype": "bfloat16" if lm.bf16 else "float32"} if grpo.beta > 0 else None,
+        # The reference model (beta > 0) is frozen: it needs no fp32 masters, so it is loaded in bf16; with
+        # LoRA there is none (TRL computes the reference with the adapters off).
+        model_init_kwargs={"dtype": "bfloat16" if lm.bf16 else "float32"} if grpo.beta > 0 and not lm.lora else None,
         save_steps=lm.save_steps,
         save_strategy="steps",
         logging_steps=lm.logging_steps,
@@ -181,8 +218,9 @@ def build_grpo_trainer(
         save_only_model=False,
         **lm.extra_args,
     )
-    dtype = weight_dtype(lm, deepspeed=args.deepspeed_plugin is not None)
-    model = Qwen2AudioForConditionalGeneration.from_pretrained(model_id, dtype=dtype)
+    if model is None:
+        dtype = weight_dtype(lm, deepspeed=args.deepspeed_plugin is not None)
+        model = Qwen2AudioForConditionalGeneration.from_pretrained(model_id, dtype=dtype)
     # TRL's processor handling assumes images; the audio processor lives in our rollout, TRL gets its tokenizer.
     trainer = trainer_class()(
         model=model,
@@ -191,7 +229,9 @@ def build_grpo_trainer(
         train_dataset=datasets.Dataset.from_list(rows),
         processing_class=processor.tokenizer,
         rollout_func=make_rollout(processor, lm, len(tool_ids)),
+        peft_config=lora_config(lm) if lm.lora else None,
     )
+    trainer.add_callback(WarmUp(processor, lm))
     trainer.advantage_kind = grpo.advantage
     if lm.constrained_decoding:
         trainer.grammar = AnswerGrammar(processor.tokenizer, 0, len(tool_ids))

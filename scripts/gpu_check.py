@@ -1,0 +1,454 @@
+"""``make gpu-check``: the paper's configuration on a real GPU, measured against the memory plan.
+
+On a CUDA machine each run builds random weights of a model's published shapes directly on the GPU
+and trains two GRPO steps through the project's trainer (:func:`build_grpo_trainer`, the real rollout,
+TRL's update), recording:
+
+* the peak memory of each phase (sampling, rewards, update, optimizer step, between steps) in steps 1
+  and 2 (``torch.cuda.max_memory_allocated``, reset at each boundary) beside ``autagent plan``'s
+  figure for the same settings and the measured prompt length;
+* the rollout's milliseconds per decoding step of a generation chunk (prefill included) in each step,
+  beside the HBM floor: the decoder's bf16 weights, and the KV cache, read once a step;
+* for the tiny model: rollout protection under gradient checkpointing (greedy completions sampled in
+  the trainer's training state equal those in eval mode) and bf16 learning (at lr 1e-6, bf16 over fp32
+  masters moves the weights as far as fp32 does; on the rewarded-index task the rewarded completion's
+  log-probability rises).
+
+Runs: ``tiny`` (full fine-tuning, fp32 masters), ``tiny-zero2``, ``2b`` (2.09 B: the real audio tower
+and a 16-layer decoder), ``2b-zero2`` (DeepSpeed ZeRO-2, where installed), ``7b-lora`` (the 8.40 B
+shapes of Qwen2-Audio-7B through ``experiments/paper_qwen2audio_1gpu.yaml``'s LoRA recipe, static KV
+cache, compiled decoding).  Each run is its own process; a run that fails is recorded with its error.
+Results go to ``docs/gpu_check.json`` (merged by run) and to the table between the gpu-check markers
+in docs/cluster.md.  Without CUDA it prints one line and exits 0.  ``--device cpu`` runs the same
+code on the CPU without memory figures (the plumbing test, ``tests/test_gpu_check.py``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+RESULTS = ROOT / "docs" / "gpu_check.json"
+DOC = ROOT / "docs" / "cluster.md"
+BEGIN, END = "<!-- gpu-check:begin -->", "<!-- gpu-check:end -->"
+SIX = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
+HBM_BYTES_PER_S = {"H100": 3.35e12, "H200": 4.8e12, "A100": 2.0e12}  # published peaks
+SHAPES = {
+    "2b": {
+        "audio_config": {
+            "d_model": 1280,
+            "encoder_layers": 32,
+            "encoder_attention_heads": 20,
+            "encoder_ffn_dim": 5120,
+            "num_mel_bins": 128,
+            "max_source_positions": 1500,
+        },
+        "text_config": {
+            "model_type": "qwen2",
+            "vocab_size": 156032,
+            "hidden_size": 2048,
+            "intermediate_size": 5504,
+            "num_hidden_layers": 16,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 16,
+            "max_position_embeddings": 8192,
+            "tie_word_embeddings": False,
+        },
+    },
+    "7b": None,  # the published Qwen2-Audio-7B-Instruct shapes (autagent.plan.KNOWN_CONFIGS)
+}
+RUNS = {
+    "tiny": {"shape": "tiny"},
+    "tiny-zero2": {"shape": "tiny", "deepspeed": True},
+    "2b": {"shape": "2b"},
+    "2b-zero2": {"shape": "2b", "deepspeed": True},
+    "7b-lora": {"shape": "7b", "lora": True},
+}
+
+
+def settings(run: dict, device: str) -> dict:
+    """The run's overrides of experiments/paper_qwen2audio.yaml (one process; the reasoner not used)."""
+    big = run["shape"] != "tiny" and device == "cuda"
+    lm = {
+        "policy.lm.use_cpu": device == "cpu",
+        "policy.lm.bf16": True,
+        "policy.lm.gradient_checkpointing": True,
+        "policy.lm.per_device_train_batch_size": 8 if big else 4,
+        "policy.lm.gradient_accumulation_steps": 3 if big else 1,
+        "policy.lm.generation_batch_size": 8 if big else 4,
+        "policy.lm.max_completion_length": 256 if big else 16,
+        "policy.lm.deepspeed": "experiments/accelerate/zero2.json" if run.get("deepspeed") else None,
+        "policy.lm.lora": {"r": 16, "alpha": 32.0} if run.get("lora") else None,
+        "policy.lm.rollout": {"prompt_logits": "last", "cache": "static" if big else "dynamic"},
+        "policy.lm.save_steps": 10_000,
+    }
+    return {
+        "launcher": {"kind": "python"},
+        "reasoner.kind": "openai",
+        "grpo.group_size": 4 if not big else 6,
+        "grpo.steps": 2,
+        "grpo.beta": 0.04,
+        "logging": {"wandb": False, "progress": False},
+        **lm,
+    }
+
+
+def model_folder(shape: str, folder: Path) -> Path:
+    from autagent.plan import KNOWN_CONFIGS
+    from autagent.policies.lm.prompt import AGENT_PROMPT
+    from autagent.policies.lm.recipe import build_tiny_policy
+    from autagent.tiny_models import write_qwen2_audio_shapes
+
+    if shape == "tiny":
+        return build_tiny_policy(folder)
+    shapes = SHAPES[shape] or {
+        k: v for k, v in KNOWN_CONFIGS["Qwen/Qwen2-Audio-7B-Instruct"].items() if k.endswith("config")
+    }
+    return write_qwen2_audio_shapes(folder, shapes, prompts=(AGENT_PROMPT,))
+
+
+def clips(folder: Path, count: int) -> list:
+    """``count`` 30 s clips of noise at 16 kHz (the processor's rate: nothing to resample), as samples."""
+    import numpy as np
+    import soundfile as sf
+
+    from autagent.data.sample import Sample
+
+    rng, out = np.random.default_rng(0), []
+    for i in range(count):
+        path = folder / f"clip{i}.wav"
+        sf.write(path, (0.1 * rng.standard_normal(16000 * 30)).astype("float32"), 16000)
+        out.append(
+            Sample(
+                id=f"s{i}", audio=str(path), question=f"What is the tempo of clip {i}?", choices=("a", "b"), answer="a"
+            )
+        )
+    return out
+
+
+class PhaseMeter:
+    """Peak memory per (step, phase): reset at each boundary, the largest kept (CUDA; nothing on a CPU)."""
+
+    def __init__(self, cuda: bool):
+        import torch
+
+        self.torch, self.cuda, self.step, self.phase, self.peaks = torch, cuda, 0, None, {}
+
+    def enter(self, phase: str | None) -> None:
+        if self.cuda and self.phase is not None:
+            self.torch.cuda.synchronize()
+            key = f"{self.step}/{self.phase}"
+            self.peaks[key] = max(self.peaks.get(key, 0.0), self.torch.cuda.max_memory_allocated() / 1e9)
+        if self.cuda:
+            self.torch.cuda.reset_peak_memory_stats()
+        self.phase = phase
+
+    def allocated(self, phase: str) -> None:
+        if self.cuda:
+            self.peaks[f"{self.step}/{phase}"] = self.torch.cuda.memory_allocated() / 1e9
+
+
+def instrument(trainer, meter: PhaseMeter, timings: list) -> None:
+    """Phase boundaries: the rollout (sampling), until the first loss (rewards: reference log-probs and
+    the reward function), the micro-batches (update), the optimizer step, after it (between)."""
+    from transformers import TrainerCallback
+
+    rollout, compute_loss = trainer.rollout_func, trainer._compute_loss
+
+    def timed_rollout(prompts, owner):
+        meter.enter("sampling")
+        started = time.perf_counter()
+        out = rollout(prompts, owner)
+        chunks = -(-len(prompts) // trainer.autagent_lm.generation_batch_size)
+        steps = max(len(ids) for ids in out["completion_ids"])
+        timings.append(
+            {
+                "step": meter.step,
+                "seconds": time.perf_counter() - started,
+                "chunks": chunks,
+                "decoding_steps": steps,
+                "prompt_tokens": max(len(p) for p in out["prompt_ids"]),
+            }
+        )
+        meter.enter("rewards")
+        return out
+
+    def measured_loss(model, inputs):
+        if meter.phase == "rewards":
+            meter.enter("update")
+        return compute_loss(model, inputs)
+
+    class Boundaries(TrainerCallback):
+        def on_step_begin(self, args, state, control, **kwargs):
+            meter.step = state.global_step + 1
+
+        def on_pre_optimizer_step(self, args, state, control, **kwargs):
+            meter.enter("optimizer")
+
+        def on_step_end(self, args, state, control, **kwargs):
+            meter.enter(None)
+            meter.allocated("between")
+
+    trainer.rollout_func, trainer._compute_loss = timed_rollout, measured_loss
+    trainer.add_callback(Boundaries())
+
+
+def one_run(name: str, device: str, work: Path) -> dict:
+    import torch
+    from transformers import Qwen2AudioConfig, Qwen2AudioForConditionalGeneration
+
+    from autagent.config import load_config
+    from autagent.plan import MAIN_64BB085, plan_training  # noqa: F401  (MAIN_64BB085: see docs)
+    from autagent.policies.lm.trainer import build_grpo_trainer, weight_dtype
+
+    run = RUNS[name]
+    if run.get("deepspeed"):
+        os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29533", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
+    folder = model_folder(run["shape"], work / "model")
+    overrides = {**settings(run, device), "policy.lm.model_id": str(folder), "output_dir": str(work)}
+    config = load_config(ROOT / "experiments" / "paper_qwen2audio.yaml", overrides)
+    lm = config.policy.lm
+    dtype = weight_dtype(lm, deepspeed=bool(lm.deepspeed))
+    raw = json.loads((folder / "config.json").read_text())
+    torch.manual_seed(0)
+    with torch.device(device):  # random weights built where they train: no checkpoint written or read
+        model = Qwen2AudioForConditionalGeneration._from_config(
+            Qwen2AudioConfig(**{k: v for k, v in raw.items() if k not in ("model_type", "architectures")}), dtype=dtype
+        )
+    model.config._name_or_path = str(folder)
+    if config.grpo.beta > 0 and lm.lora is None:  # TRL loads the reference model from the policy's folder
+        model.save_pretrained(folder, state_dict={k: v.to(torch.bfloat16) for k, v in model.state_dict().items()})
+    prompts = lm.per_device_train_batch_size * lm.gradient_accumulation_steps // config.grpo.group_size
+    samples = clips(work, prompts)
+    rewards = lambda prompts, completions, **_: [float(len(c) % 3) for c in completions]  # noqa: E731
+    trainer, processor = build_grpo_trainer(
+        config, lm, samples, {s.id: None for s in samples}, [rewards], work / "trainer", SIX, str(folder), model=model
+    )
+    trainer.autagent_lm = lm
+    meter, timings = PhaseMeter(device == "cuda"), []
+    instrument(trainer, meter, timings)
+    started = time.perf_counter()
+    trainer.train()
+    result = {"run": name, "train_s": round(time.perf_counter() - started, 1), "rollouts": timings}
+    prompt_tokens = max(t["prompt_tokens"] for t in timings)
+    plan = plan_training(config, prompt_tokens)
+    result["phases"] = {
+        key: {"measured_gb": round(gb, 2), "plan_gb": round(plan.peak(int(key[0]), key.split("/")[1])[0] / 1e9, 2)}
+        for key, gb in meter.peaks.items()
+    }
+    result["floor_ms"] = decode_floor(model, lm, prompt_tokens) if device == "cuda" else None
+    if run["shape"] == "tiny":
+        result["checks"] = tiny_checks(trainer, processor, samples, config, work)
+    return result
+
+
+def decode_floor(model, lm, prompt_tokens: int) -> dict | None:
+    """Milliseconds a decoding step needs at the card's published bandwidth: the decoder and LM head's
+    bf16 weights, and the KV cache of a chunk halfway through its completion."""
+    import torch
+
+    from autagent.plan import Architecture
+
+    name = torch.cuda.get_device_name()
+    bandwidth = next((bw for key, bw in HBM_BYTES_PER_S.items() if key in name), None)
+    if bandwidth is None:
+        return None
+    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
+    weights = 2 * sum(p.numel() for p in inner.model.language_model.parameters()) + 2 * inner.lm_head.weight.numel()
+    arch = Architecture.of(lm.model_id)
+    kv = arch.kv_cache_bytes(lm.generation_batch_size, prompt_tokens + lm.max_completion_length // 2, 2)
+    return {
+        "card": name,
+        "weights_ms": round(1e3 * weights / bandwidth, 2),
+        "with_kv_ms": round(1e3 * (weights + kv) / bandwidth, 2),
+    }
+
+
+def tiny_checks(trainer, processor, samples, config, work: Path) -> dict:
+    """Rollout protection under gradient checkpointing, and bf16 learning (tiny model)."""
+    import dataclasses
+
+    import torch
+
+    from autagent.policies.lm.prompt import agent_prompt, parse_selection
+    from autagent.policies.lm.rollout import completion_logprob, make_rollout
+    from autagent.policies.lm.trainer import build_grpo_trainer
+
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    lm = dataclasses.replace(config.policy.lm, max_completion_length=8)
+    trainer._audio_paths = [s.audio for s in samples]
+    prompts = [agent_prompt(s.question, SIX) for s in samples]
+    rollout = make_rollout(processor, dataclasses.replace(lm, constrained_decoding=False), len(SIX))
+    trainer.temperature = 1e-4  # all but greedy: CUDA sampling is not bit-repeatable
+    model.activation_checkpointing_enable()
+    model.train()
+    in_training = rollout(prompts, trainer)["completion_ids"]
+    model.activation_checkpointing_disable()
+    model.eval()
+    protected = in_training == rollout(prompts, trainer)["completion_ids"]
+
+    def moved(bf16: bool) -> float:
+        overrides = dataclasses.replace(config.policy.lm, bf16=bf16, learning_rate=1e-6, lora=None, deepspeed=None)
+        trained = build_grpo_trainer(
+            dataclasses.replace(config, policy=dataclasses.replace(config.policy, lm=overrides)),
+            overrides,
+            samples,
+            {s.id: None for s in samples},
+            [lambda prompts, completions, **_: [1.0 + len(c) % 3 for c in completions]],
+            work / f"moved{bf16}",
+            SIX,
+            overrides.model_id,
+        )[0]
+        before = [p.detach().float().clone() for p in trained.model.parameters()]
+        trained.train()
+        return float(
+            torch.cat([(p.detach().float() - b).flatten() for p, b in zip(trained.model.parameters(), before)]).norm()
+        )
+
+    fp32, bf16 = moved(False), moved(True)
+    rewarded = lambda prompts, completions, **_: [
+        float(parse_selection(c, SIX).tools == ("tempo",)) for c in completions
+    ]  # noqa: E731
+    lm = dataclasses.replace(
+        config.policy.lm,
+        learning_rate=3e-3,
+        constrained_decoding=True,
+        max_completion_length=12,
+        lora=None,
+        deepspeed=None,
+    )
+    steps = int(os.environ.get("GPU_CHECK_LEARNING_STEPS", "30"))
+    learning_config = dataclasses.replace(
+        config,
+        policy=dataclasses.replace(config.policy, lm=lm),
+        grpo=dataclasses.replace(config.grpo, steps=steps, advantage="group", beta=0.0),
+    )
+    learner, _ = build_grpo_trainer(
+        learning_config, lm, samples, {s.id: None for s in samples}, [rewarded], work / "learning", SIX, lm.model_id
+    )
+    ask = lambda: completion_logprob(
+        learner.model,
+        processor,
+        prompts[0],
+        samples[0].audio,
+        "<answer>4</answer>",  # noqa: E731
+        grammar=learner.grammar,
+    )
+    before = ask()
+    learner.train()
+    return {
+        "rollout_protected": protected,
+        "moved_fp32": fp32,
+        "moved_bf16": bf16,
+        "bf16_moves_like_fp32": abs(bf16 / fp32 - 1) <= 0.2 if fp32 else False,
+        "rewarded_logprob": [round(before, 3), round(ask(), 3)],
+        "learning_steps": steps,
+    }
+
+
+def markdown(results: dict, commit: str) -> str:
+    lines = [
+        f"Written by `make gpu-check` at commit {commit}.",
+        "",
+        "| run | card | phase (step) | measured GB | plan GB | plan vs measured |",
+        "|---|---|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        card = (r.get("floor_ms") or {}).get("card", r.get("device", "?"))
+        if "error" in r:
+            lines.append(f"| {name} | {card} | failed: {r['error'][:120]} | | | |")
+            continue
+        for key, v in sorted(r["phases"].items()):
+            step, phase = key.split("/")
+            miss = 100 * (v["plan_gb"] / v["measured_gb"] - 1) if v["measured_gb"] else float("nan")
+            lines.append(
+                f"| {name} | {card} | {phase} ({step}) | {v['measured_gb']:.2f} | {v['plan_gb']:.2f} | {miss:+.1f} % |"
+            )
+    lines += [
+        "",
+        "| run | step | ms per decoding step (prefill included) | floor: weights / + KV cache |",
+        "|---|---|---|---|",
+    ]
+    for name, r in results.items():
+        for t in r.get("rollouts", []):
+            ms = 1e3 * t["seconds"] / max(1, t["chunks"] * t["decoding_steps"])
+            floor = r.get("floor_ms") or {}
+            lines.append(
+                f"| {name} | {t['step']} | {ms:.1f} | {floor.get('weights_ms', '-')} / {floor.get('with_kv_ms', '-')} |"
+            )
+    checks = {n: r["checks"] for n, r in results.items() if r.get("checks")}
+    lines += ["", *(f"* {n}: {json.dumps(c)}" for n, c in checks.items())]
+    return "\n".join(lines)
+
+
+def publish(results: dict) -> None:
+    """Merge into docs/gpu_check.json and rewrite the table between the markers of docs/cluster.md."""
+    merged = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
+    merged.update(results)
+    RESULTS.write_text(json.dumps(merged, indent=2) + "\n")
+    commit = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    ).stdout.strip()
+    text = DOC.read_text()
+    if BEGIN in text and END in text:
+        head, rest = text.split(BEGIN, 1)
+        DOC.write_text(head + BEGIN + "\n" + markdown(merged, commit or "?") + "\n" + END + rest.split(END, 1)[1])
+    if os.environ.get("OUT"):
+        Path(os.environ["OUT"], "gpu_check.json").write_text(json.dumps(merged, indent=2))
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", default=",".join(RUNS), help=f"comma-separated, of {', '.join(RUNS)}")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
+    parser.add_argument("--one", help=argparse.SUPPRESS)  # a single run in this process (the parent's child)
+    parser.add_argument("--no-publish", action="store_true", help="print the results, write nothing")
+    args = parser.parse_args(argv)
+    import torch
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print(f"gpu-check: no CUDA device here (torch {torch.__version__}); nothing measured, nothing written.")
+        return 0
+    if args.one:
+        with tempfile.TemporaryDirectory(prefix="gpu-check-") as work:
+            result = one_run(args.one, args.device, Path(work))
+        print("GPU_CHECK_RESULT " + json.dumps(result), flush=True)
+        return 0
+    import importlib.util
+
+    results = {}
+    for name in [n for n in args.runs.split(",") if n]:
+        if RUNS[name].get("deepspeed") and importlib.util.find_spec("deepspeed") is None:
+            results[name] = {"run": name, "error": "DeepSpeed is not installed here"}
+            continue
+        child = subprocess.run(
+            [sys.executable, __file__, "--one", name, "--device", args.device], capture_output=True, text=True, cwd=ROOT
+        )
+        found = [line for line in child.stdout.splitlines() if line.startswith("GPU_CHECK_RESULT ")]
+        results[name] = (
+            json.loads(found[-1].split(" ", 1)[1])
+            if found
+            else {"run": name, "error": (child.stderr.strip().splitlines() or ["no output"])[-1]}
+        )
+        results[name]["device"] = args.device
+        print(
+            f"gpu-check {name}: {'failed: ' + results[name]['error'] if 'error' in results[name] else 'done'}",
+            flush=True,
+        )
+    if args.no_publish or args.device == "cpu":
+        print(json.dumps(results, indent=2))
+    else:
+        publish(results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
