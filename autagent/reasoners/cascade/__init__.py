@@ -42,7 +42,8 @@ class CascadeReasonerConfig:
     """A converted model folder to load instead (config.json, model.safetensors, tokenizer.json, source.json);
     the tests' tiny random Gemma 3 is one."""
     dtype: str = "bfloat16"
-    """bfloat16 (AMX/AVX-512 matrix units where the CPU has them) or float32."""
+    """bfloat16 (AMX/AVX-512 matrix units where the CPU has them) or float32 (upcast from the bfloat16 weights
+    the conversion keeps)."""
     calibrate: bool = True
     """Score log p(choice | prompt) - log p(choice | neutral_prompt); False: the summed log-likelihood alone."""
     neutral_prompt: str = "Answer:"
