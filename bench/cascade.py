@@ -83,6 +83,7 @@ def main() -> None:
     parser.add_argument("--queries", type=int, default=12)
     parser.add_argument("--subsets", type=int, default=6, help="subsets per query, asked in one call")
     parser.add_argument("--naive-queries", type=int, default=3)
+    parser.add_argument("--pack-tokens", type=int, nargs="*", help="max_pack_tokens to compare (bfloat16)")
     args = parser.parse_args()
 
     import dataclasses
@@ -101,9 +102,10 @@ def main() -> None:
         f"{statistics.median(tools):.0f}), 1 thread, {os.cpu_count()} cores"
     )
     base = config.reasoner.cascade
-    for dtype in ("bfloat16", "float32"):
+    settings = [("bfloat16", n) for n in args.pack_tokens or [base.max_pack_tokens]]
+    for dtype, pack_tokens in settings + [("float32", base.max_pack_tokens)]:
         started = time.perf_counter()
-        reasoner = CascadeReasoner(dataclasses.replace(base, dtype=dtype))
+        reasoner = CascadeReasoner(dataclasses.replace(base, dtype=dtype, max_pack_tokens=pack_tokens))
         load_s = time.perf_counter() - started
         reasoner.answer_many(groups[0][:1])  # warm up
         per_answer, one_by_one = [], []
@@ -117,10 +119,11 @@ def main() -> None:
             one_by_one.append(time.perf_counter() - t0)
         median = statistics.median(per_answer)
         print(
-            f"  transformers {dtype}: load {load_s:.1f} s; median {median:.3f} s per answer with a query's "
+            f"  transformers {dtype}, {pack_tokens} tokens a pass: load {load_s:.1f} s; median {median:.3f} s per "
+            "answer with a query's "
             f"subsets in one call (target <= 0.25), {statistics.median(one_by_one):.3f} s asked one at a time"
         )
-        if dtype == "bfloat16":
+        if (dtype, pack_tokens) == settings[0]:
             naive = [r for g in groups[: args.naive_queries] for r in g[:2]]
             naive_s = naive_seconds(reasoner, naive) / len(naive)
             print(
