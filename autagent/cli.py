@@ -264,6 +264,8 @@ def cmd_answer(args) -> int:
     out = {"tools": tools, "records": records or [], "answer": reply.text}
     if reply.error:
         out["error"] = reply.error
+    if reply.note:  # e.g. records cut to fit the cascade model's context
+        out["note"] = reply.note
     print(json.dumps(out, ensure_ascii=False))
     return 0 if reply.error is None else 1
 
@@ -420,7 +422,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev = with_pin(with_config(sub.add_parser("eval", help="every baseline (and a plugin's policy) on a dataset")))
     ev.add_argument("--out", help="output directory (default runs/<name>/eval)")
     ev.add_argument("--dataset", help="an MMAU/MMAR/AVQA file to evaluate on")
-    ev.add_argument("--reasoner", choices=["embedded", "qwen2-audio", "openai"])
+    ev.add_argument("--reasoner", choices=["embedded", "qwen2-audio", "openai", "cascade"])
     ev.add_argument("--plugin", help="a trained plugin directory")
     ev.set_defaults(func=cmd_eval)
 
@@ -434,7 +436,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     ans = with_pin(with_config(sub.add_parser("answer", help="select tools with a plugin, run them, ask a reasoner")))
     ans.add_argument("--plugin", required=True)
-    ans.add_argument("--reasoner", default="embedded", choices=["embedded", "qwen2-audio", "openai"])
+    ans.add_argument("--reasoner", default="embedded", choices=["embedded", "qwen2-audio", "openai", "cascade"])
     ans.add_argument("--audio", required=True)
     ans.add_argument("--question", required=True)
     ans.add_argument("--choices", nargs="+", required=True)
@@ -470,7 +472,7 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument(
         "--reasoner",
-        choices=["embedded", "qwen2-audio", "scripted"],
+        choices=["embedded", "qwen2-audio", "cascade", "scripted"],
         help="answer with this reasoner in process (scripted: the embedded one behind a scripted tool caller)",
     )
     sv.add_argument("--upstream", metavar="URL", help="forward to this OpenAI-compatible server (…/v1)")

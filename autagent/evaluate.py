@@ -138,8 +138,16 @@ def agentic_method(
 
 
 def every_subset(reasoner, samples, records, candidates: list[Subset]) -> dict[Subset, MethodResult]:
-    """Each candidate subset applied to every sample."""
-    return {c: run_method(reasoner, samples, records, [c] * len(samples)) for c in candidates}
+    """Each candidate subset applied to every sample, asked in one batch (a reasoner that shares one
+    query's record lines across its subsets, as the cascade does, sees them together)."""
+    n = len(samples)
+    together = run_method(reasoner, samples * len(candidates), records, [c for c in candidates for _ in range(n)])
+    return {
+        c: MethodResult(
+            *(getattr(together, f)[k * n : (k + 1) * n] for f in ("subsets", "predictions", "correct", "errors"))
+        )
+        for k, c in enumerate(candidates)
+    }
 
 
 def oracle(

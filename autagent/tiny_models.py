@@ -367,3 +367,45 @@ def build_tiny_pyannote(directory: Path, seed: int = 0) -> Path:
     }
     (directory / "config.yaml").write_text(yaml.safe_dump(config))
     return directory
+
+
+def build_tiny_gemma3(directory: Path, seed: int = 0, sliding_window: int = 64) -> Path:
+    """A random two-layer Gemma 3 text model with a character tokenizer, written as a converted cascade
+    model folder (config.json, model.safetensors, tokenizer.json, source.json).  One sliding layer whose
+    window is shorter than the prompts, so the tests exercise both kinds of attention mask."""
+    import hashlib
+    import json
+
+    import torch
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import Gemma3ForCausalLM, Gemma3TextConfig
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    chars = [chr(i) for i in range(32, 127)] + ["\n"]
+    vocab = {"<pad>": 0, "<eos>": 1, "<bos>": 2, "<unk>": 3, **{c: i + 4 for i, c in enumerate(chars)}}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(r"[\s\S]"), "isolated")
+    tokenizer.decoder = decoders.Fuse()
+    tokenizer.save(str(directory / "tokenizer.json"))
+    torch.manual_seed(seed)
+    config = Gemma3TextConfig(
+        vocab_size=len(vocab),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=16,
+        sliding_window=sliding_window,
+        layer_types=["sliding_attention", "full_attention"],
+        max_position_embeddings=1024,
+        pad_token_id=0,
+        eos_token_id=1,
+        bos_token_id=2,
+    )
+    model = Gemma3ForCausalLM(config)
+    model.save_pretrained(str(directory))
+    digest = hashlib.sha256((directory / "model.safetensors").read_bytes()).hexdigest()
+    (directory / "source.json").write_text(json.dumps({"model_id": f"tiny-gemma3-seed{seed}", "sha256": digest}))
+    return directory

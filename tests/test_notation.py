@@ -48,5 +48,5 @@ def test_a_record_is_one_line_in_the_notation():
     assert render_line(asr) == '[asr] transcription: Hi there; segments: 0.5-1.0 s "Hi there"'
     pitch = {"tool": "pitch", "output": {"f0": [{"time": t / 10, "hz": 220.0} for t in range(12)], "notes": []}}
     line = render_line(pitch, max_items=3)
-    assert line.startswith("[pitch] f0: 0.0 s fundamental frequency 220.00 Hz,") and "... 9 more" in line
+    assert line.startswith("[pitch] f0: 0.0 s 220.00 Hz, 0.1 s 220.00 Hz,") and "... 9 more" in line
     assert "notes" not in line  # an empty list says nothing

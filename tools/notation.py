@@ -21,6 +21,8 @@ _SEMITONE = {"C": 0, "D": 2, "E": 4, "F": 5, "G": 7, "A": 9, "B": 11}
 _QUALITY = {"maj": "", "min": "m", "dim": "dim", "aug": "aug", "7": "7", "maj7": "maj7", "min7": "m7", "sus4": "sus4"}
 NO_CHORD = "no chord"
 _LABEL = re.compile(r"([A-G])([#b]?):?(\w*)")
+_UNIT_AT_END = re.compile(r"\d\s*(Hz|BPM|s)$")
+"""A value that carries its unit needs no key: ``520.91 Hz`` rather than ``fundamental frequency 520.91 Hz``."""
 
 
 def pitch_class(name: str) -> str:
@@ -79,8 +81,8 @@ def _value(value) -> str:
 
 
 def _item(item) -> str:
-    """One presented object: its time first (``0.5-2.0 s``), then its other values; labels of a value
-    whose key says nothing (``value``, ``text``) are left out."""
+    """One presented object: its time first (``0.5-2.0 s``), then its other values; the key of a value
+    that says nothing (``value``, ``text``) or that carries its unit is left out."""
     if not isinstance(item, dict):
         return _value(item)
     parts = []
@@ -91,7 +93,8 @@ def _item(item) -> str:
         if key == "timestamp" or value is None:
             continue
         text = f'"{value}"' if key == "text" else _text(value)
-        parts.append(text if key in ("value", "text", "note") else f"{key.replace('_', ' ')} {text}")
+        says_itself = key in ("value", "text", "note") or (isinstance(value, str) and _UNIT_AT_END.search(value))
+        parts.append(text if says_itself else f"{key.replace('_', ' ')} {text}")
     return " ".join(parts)
 
 

@@ -1,7 +1,8 @@
 """Frozen reasoners behind one interface: ``answer(sample, records | None) -> reply``.
 
-``embedded`` (offline, shipped weights), ``qwen2-audio`` (transformers, in process) and ``openai``
-(any OpenAI-compatible audio chat endpoint).  :func:`build_reasoner` wraps each in the answer cache.
+``embedded`` (offline, shipped weights), ``qwen2-audio`` (transformers, in process), ``openai``
+(any OpenAI-compatible audio chat endpoint) and ``cascade`` (a text LM that knows the audio only
+through tool records).  :func:`build_reasoner` wraps each in the answer cache.
 """
 
 from __future__ import annotations
@@ -9,23 +10,26 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .base import CachedReasoner, Reasoner, answer_key
+from .cascade import CascadeReasonerConfig
 from .embedded import EmbeddedReasonerConfig
 from .openai_compat import OpenAIConfig
 from .qwen2_audio import Qwen2AudioConfig
 
-KINDS = ("embedded", "qwen2-audio", "openai")
+KINDS = ("embedded", "qwen2-audio", "openai", "cascade")
 
 
 @dataclass
 class ReasonerConfig:
     kind: str = "embedded"
-    """embedded | qwen2-audio | openai."""
+    """embedded | qwen2-audio | openai | cascade (a text LM reading tool records: Gemma 3 270M)."""
     embedded: EmbeddedReasonerConfig = field(default_factory=EmbeddedReasonerConfig)
     """Settings of the embedded simulator."""
     qwen2_audio: Qwen2AudioConfig = field(default_factory=Qwen2AudioConfig)
     """Settings of Qwen2-Audio in process."""
     openai: OpenAIConfig = field(default_factory=OpenAIConfig)
     """Settings of an OpenAI-compatible endpoint."""
+    cascade: CascadeReasonerConfig = field(default_factory=CascadeReasonerConfig)
+    """Settings of the cascade text LM."""
     max_failure_rate: float = 0.05
     """Training stops, naming the reasoner and its last failure, once more than this share of its calls
     failed (a server that is down would otherwise turn rewards into noise). Evaluation counts failed
@@ -54,6 +58,10 @@ def build_reasoner(config, cache_dir=None, audio_max_seconds: float = 30.0) -> C
         from .openai_compat import OpenAIReasoner
 
         inner = OpenAIReasoner(config.openai)
+    elif config.kind == "cascade":
+        from .cascade import CascadeReasoner
+
+        inner = CascadeReasoner(config.cascade)
     else:
         raise ValueError(f"reasoner.kind must be one of {KINDS}, got {config.kind!r}")
     return CachedReasoner(inner, cache_dir, config.max_failure_rate, config.min_calls)
@@ -62,6 +70,7 @@ def build_reasoner(config, cache_dir=None, audio_max_seconds: float = 30.0) -> C
 __all__ = [
     "KINDS",
     "CachedReasoner",
+    "CascadeReasonerConfig",
     "OpenAIConfig",
     "Qwen2AudioConfig",
     "Reasoner",

