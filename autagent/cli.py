@@ -337,6 +337,8 @@ def cmd_serve(args) -> int:
         max_audio_bytes=int(args.max_audio_mb * 2**20),
         max_audio_seconds=args.max_audio_seconds,
         allow_remote_audio=args.allow_remote_audio,
+        allow_private_audio_hosts=args.allow_private_audio_hosts,
+        audio_cache_bytes=int(args.audio_cache_mb * 2**20),
         request_log=args.request_log,
     )
     print(
@@ -472,7 +474,14 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-concurrency", type=int, default=8, help="requests handled at once")
     sv.add_argument("--max-queue", type=int, default=32, help="requests waiting; more get a 429")
     sv.add_argument("--max-audio-mb", type=float, default=25.0)
-    sv.add_argument("--max-audio-seconds", type=float, default=600.0)
+    sv.add_argument(
+        "--max-audio-seconds",
+        type=float,
+        help="longest clip accepted (default: "
+        "tools.max_seconds, 30 s, what the tools hear; above it a reply says how much they heard)",
+    )
+    sv.add_argument("--allow-private-audio-hosts", action="store_true", help="remote audio from private/loopback hosts")
+    sv.add_argument("--audio-cache-mb", type=float, default=2048.0, help="clips folder size (LRU)")
     sv.add_argument("--upstream-timeout", type=float, default=120.0, help="seconds per upstream request")
     sv.add_argument("--upstream-retries", type=int, default=2, help="retries of a failed upstream request")
     sv.add_argument("--request-log", metavar="FILE", help="append each chat request's text (no audio) as a JSON line")

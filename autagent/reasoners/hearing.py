@@ -20,9 +20,13 @@ import hashlib
 
 import numpy as np
 
+from tools.memo import BoundedMemo
+
 from .reading import REGISTER_BANDS, TEMPO_BANDS, Fact, band
 
 DURATION_STEPS = (1, 2, 3, 5, 7, 10, 15, 20, 30)
+HEARD_CLIPS = 16_384
+"""Clips whose facts a process keeps (a few short sentences each)."""
 GENERIC_CLASSES = {"Speech", "Music", "Silence", "Inside, small room", "Inside, large room or hall"}
 
 
@@ -31,17 +35,18 @@ class Listener:
         self, bandwidth_hz: float = 4000.0, noise: float = 0.08, max_seconds: float = 30.0, tolerance: float = 0.3
     ):
         self.bandwidth_hz, self.noise, self.max_seconds, self.tolerance = bandwidth_hz, noise, max_seconds, tolerance
-        self._memo: dict[str, list[Fact]] = {}
+        self._memo = BoundedMemo(HEARD_CLIPS)
 
     def listen(self, path: str) -> list[Fact]:
         """The facts heard in ``path`` (raises :class:`tools.audio.AudioError` for a clip that cannot be read)."""
         from tools.audio import content_hash, load_audio
 
         key = content_hash(path)
-        if key not in self._memo:
+        facts = self._memo.get(key)
+        if facts is None:
             audio = load_audio(path, 16000, self.max_seconds)
-            self._memo[key] = self._hear(audio.samples, audio.duration, key)
-        return self._memo[key]
+            facts = self._memo[key] = self._hear(audio.samples, audio.duration, key)
+        return facts
 
     def _hear(self, samples: np.ndarray, duration: float, key: str) -> list[Fact]:
         import librosa

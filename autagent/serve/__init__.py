@@ -27,12 +27,18 @@ def build(
 ) -> ServeOptions:
     """The service's parts from a run config (reasoner and tool settings) and the command's flags."""
     from ..config import ConfigError
+    from .limits import AudioStore
     from .upstream import LocalReasoner, OpenAIUpstream
 
     if (reasoner is None) == (upstream is None):
         raise ConfigError("give exactly one of --reasoner (answer in process) and --upstream (forward to a server)")
     audio_dir = Path(limits.get("audio_dir", ServeOptions.audio_dir))
     max_bytes = limits.get("max_audio_bytes", ServeOptions.max_audio_bytes)
+    if limits.get("max_audio_seconds") is None:  # the default: what the tools hear, and no more
+        limits["max_audio_seconds"] = config.tools.max_seconds
+    limits["tools_max_seconds"] = config.tools.max_seconds
+    cap = limits.get("audio_cache_bytes", ServeOptions.audio_cache_bytes)
+    store = limits["audio_store"] = AudioStore(audio_dir, cap)
     if upstream is not None:
         backend = OpenAIUpstream(upstream, api_key_env, model, timeout_s, max_retries)
     else:
@@ -40,7 +46,8 @@ def build(
 
         config.reasoner.kind = reasoner
         built = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
-        backend = LocalReasoner(built, reasoner, audio_dir, max_bytes)
+        built.bound(limits.pop("max_memory_answers", 100_000))
+        backend = LocalReasoner(built, reasoner, audio_dir, max_bytes, store)
     plugin = None
     if plugin_dir is not None:
         from ..api import Plugin
@@ -48,6 +55,7 @@ def build(
         plugin = Plugin.load(
             plugin_dir, plugin_sha256, tools=config.tools, audio_dir=audio_dir, max_audio_bytes=max_bytes
         )
+    limits.pop("max_memory_answers", None)
     return ServeOptions(upstream=backend, plugin=plugin, **limits)
 
 

@@ -10,6 +10,7 @@ import json
 import threading
 import time
 import uuid
+from contextlib import nullcontext
 from pathlib import Path
 
 
@@ -33,11 +34,19 @@ class OpenAIUpstream:
     def name(self) -> str:
         return self.base_url
 
+    @property
+    def needs_model(self) -> bool:
+        """A request must name its model (no ``--model`` to send instead)."""
+        return self.model is None
+
     def _body(self, body: dict) -> dict:
-        """What goes upstream: the request as it came, less our own ``choices`` field (not an OpenAI
-        parameter), with the model name overridden when the service was told one."""
-        body = {k: v for k, v in body.items() if k != "choices"}
-        return {**body, "model": self.model} if self.model else body
+        """The SDK's arguments: the request as it came, less our own ``choices`` field (not an OpenAI
+        parameter), with the model name overridden when the service was told one, and the fields the
+        SDK does not take (vLLM's ``top_k``...) in ``extra_body``."""
+        from .fields import split_for_sdk
+
+        payload, extra = split_for_sdk({**body, "model": self.model} if self.model else body)
+        return {**payload, "extra_body": extra} if extra else payload
 
     def _error(self, err: Exception) -> UpstreamError:
         import openai
@@ -97,9 +106,10 @@ class LocalReasoner:
     question and the choices are read from the request, and so are tool records a plugin service in
     front of it added; the reply is the reasoner's answer as a chat completion."""
 
-    def __init__(self, reasoner, kind: str, audio_dir: Path, max_audio_bytes: int):
+    def __init__(self, reasoner, kind: str, audio_dir: Path, max_audio_bytes: int, store=None):
         self.reasoner, self.kind = reasoner, kind
         self.audio_dir, self.max_audio_bytes = Path(audio_dir), max_audio_bytes
+        self.store = store  # the service's bounded clips folder: the clip is held while it is answered
         self.lock = threading.Lock()  # the reasoner and its answer cache are not thread-safe
 
     @property
@@ -118,7 +128,7 @@ class LocalReasoner:
         sample = Sample(
             id="request", audio=query.audio, question=query.question, choices=query.choices, answer=query.choices[0]
         )
-        with self.lock:
+        with self.store.lease(query.audio) if self.store is not None else nullcontext(), self.lock:
             (reply,) = self.reasoner.ask([(sample, query.records)])
         if reply.error:
             raise UpstreamError(f"reasoner {self.name}: {reply.error}")
