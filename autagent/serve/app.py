@@ -63,7 +63,12 @@ class ServeOptions:
     """Append one JSON line per chat request received: its time, model and the text of its last user
     message (never the audio, never a header)."""
     extra_workers: int = 4
-    """Worker threads beyond ``max_concurrency`` (the rest of the service's work)."""
+    """Worker threads beyond ``max_concurrency`` and the realtime sessions (the rest of the service's work)."""
+    max_realtime_sessions: int = 8
+    """``/v1/realtime`` sessions at once (each holds at most ``max_audio_seconds`` of audio); more are
+    told so and closed."""
+    realtime_idle_s: float = 300.0
+    """A realtime session that sends nothing for this long is closed."""
     audio_store: object | None = None
     """The :class:`~.limits.AudioStore` shared with a reasoner in process (made from ``audio_dir`` if None)."""
 
@@ -281,6 +286,7 @@ def create_app(options: ServeOptions):
             "plugin": plugin.content_hash if plugin else None,
             "upstream": options.upstream.name,
             "in_flight": admitted["count"],
+            "realtime_sessions": app.state.realtime_sessions["count"],
         }
 
     @app.get("/metrics")
@@ -298,12 +304,16 @@ def create_app(options: ServeOptions):
     async def workers():
         # every request's blocking work (decoding, selection, tools, a reasoner in process) runs in a
         # thread of its own: as many threads as requests may run at once, plus a few for the rest
-        workers = options.max_concurrency + options.extra_workers
+        workers = options.max_concurrency + options.max_realtime_sessions + options.extra_workers
         asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(workers, thread_name_prefix="autagent-work"))
 
     @app.on_event("shutdown")
     async def close():
         await options.upstream.close()
+
+    from .realtime import add_realtime
+
+    add_realtime(app, options, metrics, options.upstream.complete)
     return app
 
 
