@@ -339,6 +339,8 @@ def cmd_serve(args) -> int:
         allow_remote_audio=args.allow_remote_audio,
         allow_private_audio_hosts=args.allow_private_audio_hosts,
         max_realtime_sessions=args.max_realtime_sessions,
+        audio_dir=args.audio_dir,
+        warm=args.warm_up,
         audio_cache_bytes=int(args.audio_cache_mb * 2**20),
         request_log=args.request_log,
     )
@@ -482,6 +484,8 @@ def build_parser() -> argparse.ArgumentParser:
         "tools.max_seconds, 30 s, what the tools hear; above it a reply says how much they heard)",
     )
     sv.add_argument("--max-realtime-sessions", type=int, default=8, help="/v1/realtime sessions at once")
+    sv.add_argument("--audio-dir", default=".cache/serve-audio", help="the clips folder (one service per folder)")
+    sv.add_argument("--warm-up", action="store_true", help="load and run every tool once before serving")
     sv.add_argument("--allow-private-audio-hosts", action="store_true", help="remote audio from private/loopback hosts")
     sv.add_argument("--audio-cache-mb", type=float, default=2048.0, help="clips folder size (LRU)")
     sv.add_argument("--upstream-timeout", type=float, default=120.0, help="seconds per upstream request")

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import functools
+import threading
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +41,7 @@ class TextEncoder:
         self.dim = int(self.model.config.hidden_size)
         self._memo = BoundedMemo(memo_items)
         self._torch = torch
+        self._lock = threading.Lock()  # a fast tokenizer is not to be used by two threads at once
 
     @property
     def name(self) -> str:
@@ -56,8 +58,8 @@ class TextEncoder:
         todo = sorted(t for t, vector in found.items() if vector is None)
         for start in range(0, len(todo), self.batch_size):
             batch = todo[start : start + self.batch_size]
-            tokens = self.tokenizer(batch, padding=True, truncation=True, max_length=128, return_tensors="pt")
-            with self._torch.no_grad():
+            with self._lock, self._torch.no_grad():
+                tokens = self.tokenizer(batch, padding=True, truncation=True, max_length=128, return_tensors="pt")
                 hidden = self.model(**tokens).last_hidden_state
             mask = tokens["attention_mask"].unsqueeze(-1).float()
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)

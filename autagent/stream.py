@@ -29,7 +29,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.stream import ClipStream, ClipTooLong, SoundEventsRunner, wav_bytes
+from tools.stream import ClipStream, ClipTooLong, PatchScores, wav_bytes
 
 from .reasoners.chat import store_audio, with_records
 
@@ -78,8 +78,15 @@ class StreamSession:
         max_seconds: float = 30.0,
         step_seconds: float = 0.5,
         select_after_seconds: float = 1.0,
+        listeners=(),
+        peek_seconds: float = 1.5,
     ):
         self.plugin, self.sample_rate, self.max_seconds = plugin, sample_rate, max_seconds
+        self.listeners = list(listeners)
+        """Others that hear the clip as it arrives (a reasoner's ear: ``rate``, ``feed(samples)``,
+        ``finish(samples, path)`` and, optionally, ``peek(records)``: the tools' provisional records every
+        ``peek_seconds`` of audio, to start reading them); one that fails is dropped, the session goes on."""
+        self.peek_samples, self._peeked = int(peek_seconds * sample_rate), 0
         self.step_samples = int(step_seconds * sample_rate)
         self.select_after = int(select_after_seconds * sample_rate)
         self.clip = ClipStream(plugin.pool.runner, sample_rate, max_seconds)
@@ -144,12 +151,9 @@ class StreamSession:
         profile of the whole clip is ready (the selection then costs what the router costs)."""
         if not self.plugin.reads_audio:
             return None
-        from tools.registry import get_tool
         from tools.yamnet import YamNet
 
-        backend = get_tool("sound_events").backend("embedded")  # the YAMNet session the encoder uses
-        lock = self.plugin.pool.runner.lock("sound_events")
-        return SoundEventsRunner(backend, YamNet.load(), backend.settings(None), lock)
+        return PatchScores(YamNet.load(), self.plugin.pool.runner.lock("sound_events"))  # the encoder's YAMNet
 
     def _work(self) -> None:
         while True:
@@ -171,11 +175,18 @@ class StreamSession:
                     self._done.set_exception(err)
                 break
         self.clip = None  # the audio and the tools' state go with the session
-        self._profile = None
+        self._profile, self.listeners = None, []
 
     def _ready(self) -> bool:
         """The clip is complete and the question known (or the result asked for without one)."""
         return self._committed and (self.question is not None or self._done is not None)
+
+    def _tell_listeners(self, call) -> None:
+        for listener in list(self.listeners):
+            try:
+                call(listener)
+            except Exception:  # noqa: BLE001 - a listener is an optimisation: without it the clip is heard whole
+                self.listeners.remove(listener)
 
     def _has_news(self) -> bool:
         received = self.clip.received
@@ -195,6 +206,7 @@ class StreamSession:
         self.clip.step()
         if self._profile is not None:
             self._profile.feed(self.clip.samples(16000))
+        self._tell_listeners(lambda listener: listener.feed(self.clip.samples(listener.rate)))
         if self.question is not None and self.first_tools is None and self.clip.received >= self.select_after:
             question, choices = self.question
             audio = self._prefix_path() if self.plugin.reads_audio else ""
@@ -204,6 +216,12 @@ class StreamSession:
             self.clip.select(self.first_tools)
             self.clip.step()
         self.tools_seconds += time.perf_counter() - started
+        peekers = [listener for listener in self.listeners if hasattr(listener, "peek")]
+        due = self.clip.received - self._peeked >= self.peek_samples and not self._committed
+        if peekers and self.first_tools is not None and due:
+            self._peeked = self.clip.received
+            records = self.clip.peek()
+            self._tell_listeners(lambda listener: listener.peek(records) if listener in peekers else None)
 
     def _finish(self) -> None:
         if self.clip.received == 0:
@@ -215,6 +233,17 @@ class StreamSession:
         path = store_audio(
             wav_bytes(self.clip.pcm, self.sample_rate), "wav", self.plugin.audio_dir, self.plugin.max_audio_bytes
         )
+        self.clip.end()
+        for listener in self.listeners:  # resampled, and flushed, before the listeners' thread reads them
+            self.clip.samples(listener.rate)
+
+        def hear() -> None:  # beside the selection and the tools' tails (two cores)
+            before = time.perf_counter()
+            self._tell_listeners(lambda listener: listener.finish(self.clip.samples(listener.rate), str(path)))
+            waited["listeners_after_commit"] = time.perf_counter() - before
+
+        hearing = threading.Thread(target=hear, name="autagent-stream-listeners")
+        hearing.start()
         question, choices = self.question or (None, ())
         if question is None:  # no question: the clip's own transcript is one
             self.clip.select(["asr"])
@@ -230,6 +259,7 @@ class StreamSession:
         records = self.clip.finish(str(path)) if tools else {}
         self.plugin.remember(str(path), records.values())
         waited["tools_after_commit"] = time.perf_counter() - before_tools
+        hearing.join()
         ordered = [records[t] for t in self.plugin.pool.tool_ids if t in records]
         ordered += [r for t, r in records.items() if t not in self.plugin.pool.tool_ids]
         seconds = {"tools_before_commit": tools_before, **waited, "after_commit": time.perf_counter() - started}

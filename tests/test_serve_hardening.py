@@ -153,11 +153,19 @@ def test_a_full_service_refuses_before_reading_the_body_and_a_declared_oversize_
     body = {"model": "m", "stream": True, "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
     try:
         with httpx.stream("POST", service.url + "/v1/chat/completions", json=body, timeout=30) as busy:
-            next(busy.iter_lines())  # the one slot is taken while this stream runs
+            lines = busy.iter_lines()
+            first = next(lines)  # the one slot is taken while this stream runs
+            assert httpx.get(service.url + "/health").json()["in_flight"] == 1, (
+                first,
+                slow.release.is_set(),
+                list(lines),
+            )
             head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
             partial = _raw_post(service.url, head + b"Content-Length: 100000\r\n\r\n", b'{"model": ')
             assert partial.startswith(b"HTTP/1.1 429"), partial
             slow.release.set()
+            assert [line for line in lines if line][-1] == "data: [DONE]"
+        assert _settled(service.url)
         huge = _raw_post(service.url, head + b"Content-Length: 1000000000\r\n\r\n", b"{")
         assert huge.startswith(b"HTTP/1.1 413"), huge
         chunked = httpx.post(  # no Content-Length: refused once what came passes the limit

@@ -106,3 +106,23 @@ def test_the_buffer_has_a_cap(runner):
     with pytest.raises(ClipTooLong, match="cap of 1 s"):
         clip.add(np.zeros(1, np.int16).tobytes())
     assert clip.received == RATE
+
+
+@pytest.mark.parametrize("fixture", ["speech_wav", "music_wav", "click_wav", "melody_wav"])
+def test_the_embedded_reasoners_ear_hears_an_arriving_clip_as_the_whole_clip(fixture, request, runner, tmp_path):
+    """What the embedded reasoner hears of a clip fed as it arrives is what it hears of the clip whole."""
+    from autagent.reasoners.hearing import Listener
+    from tools.stream import ClipStream
+
+    found = request.getfixturevalue(fixture)
+    pcm, path = _as_24k(found[0] if isinstance(found, tuple) else found, tmp_path, fixture)
+    streaming = Listener()
+    ear, clip = streaming.stream(), ClipStream(runner, RATE)
+    for start in range(0, len(pcm), RATE // 10):
+        clip.add(pcm[start : start + RATE // 10].tobytes())
+        clip.step()
+        ear.feed(clip.samples(16000))
+    clip.finish(path)
+    ear.finish(clip.samples(16000), path)
+    assert len(streaming._memo) == 1  # heard as it came: listen() reads the memo
+    assert streaming.listen(path) == Listener().listen(path)

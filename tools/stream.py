@@ -98,12 +98,19 @@ class Runner:
         with self.lock:
             return self.backend.infer(self.model, Audio(samples, self.rate, path), self.settings)
 
+    def peek(self, samples: np.ndarray) -> Any:
+        """A provisional output on the clip so far (nothing kept): what a reader of the records can
+        start on before the clip ends."""
+        with self.lock:
+            return self.backend.infer(self.model, Audio(samples, self.rate, ""), self.settings)
 
-class SoundEventsRunner(Runner):
-    """YAMNet's patches (0.96 s every 0.48 s) scored as they arrive."""
 
-    def __init__(self, *args):
-        super().__init__(*args)
+class PatchScores:
+    """YAMNet's patches (0.96 s every 0.48 s) of a growing 16 kHz signal, scored as they arrive: the
+    probabilities ``YamNet.scores`` gives the whole signal."""
+
+    def __init__(self, model, lock: threading.Lock):
+        self.model, self.lock = model, lock
         self.scores: list[np.ndarray] = []
 
     @staticmethod
@@ -124,20 +131,40 @@ class SoundEventsRunner(Runner):
             self.scores += [self.model.scores_of_patches(patches[i : i + 1]) for i in range(len(patches))]
 
     def probabilities(self, samples: np.ndarray) -> np.ndarray:
-        """``[patches, 521]`` for the whole clip, as ``YamNet.scores`` gives them."""
+        """``[patches, 521]`` for the whole signal."""
         if self.patches_in(len(samples)) == 0:  # shorter than one patch: YAMNet pads it
             with self.lock:
                 return self.model.scores(samples)
         self.feed(samples)
         return np.concatenate(self.scores)
 
+
+class SoundEventsRunner(Runner):
+    """YAMNet's patches scored as they arrive; the clip's summary at the end."""
+
+    def __init__(self, *args):
+        super().__init__(*args)
+        self.patches = PatchScores(self.model, self.lock)
+
+    def feed(self, samples: np.ndarray) -> None:
+        self.patches.feed(samples)
+
     def finish(self, samples: np.ndarray, path: str) -> Any:
+        return self._summary(self.patches.probabilities(samples), len(samples) / self.rate)
+
+    def peek(self, samples: np.ndarray) -> Any:
+        self.feed(samples)
+        return (
+            self._summary(np.concatenate(self.patches.scores), len(samples) / self.rate)
+            if self.patches.scores
+            else None
+        )
+
+    def _summary(self, probabilities: np.ndarray, duration: float) -> dict:
         from .sound_events import summarise
         from .yamnet import PATCH_HOP_SECONDS, class_names
 
         s = self.settings
-        duration = len(samples) / self.rate
-        probabilities = self.probabilities(samples)
         return summarise(probabilities, class_names(), PATCH_HOP_SECONDS, 0.96, s["top_k"], s["min_score"], duration)
 
 
@@ -229,6 +256,9 @@ class AsrRunner(Runner):
         paused = len(speech) > self.pause_frames and not speech[-self.pause_frames :].any()
         if paused and speech.any():  # someone spoke since the last pass and has now paused
             self._transcribe(samples[: len(self.levels) * self.FRAME])
+
+    def peek(self, samples: np.ndarray) -> Any:
+        return self.output  # the last pass's: a transcript costs a whole pass
 
     def finish(self, samples: np.ndarray, path: str) -> Any:
         self.feed(samples)
@@ -341,24 +371,48 @@ class ClipStream:
         for runner in list(self.runners.values()):
             runner.feed(self.samples(runner.rate))
 
-    def finish(self, path: str) -> dict[str, dict]:
-        """Every selected tool's record of the whole clip (``path``: the clip written out, named in the
-        records' errors); a tool that fails gives an error record."""
+    def peek(self) -> list[dict]:
+        """Provisional records of the selected tools on the audio so far (none kept, none cached)."""
+        peeked = []
+        for tool_id, runner in list(self.runners.items()):
+            try:
+                output = runner.peek(self.samples(runner.rate))
+            except Exception:  # noqa: BLE001 - a provisional record is a hint; none is fine
+                continue
+            if output is not None:
+                peeked.append(make_record(tool_id, *self.tool_runner.identity(tool_id), output))
+        return peeked
+
+    def end(self) -> None:
+        """No more audio: the resamplers flushed, every rate's samples complete."""
         if not self.finished:
             self._take(final=True)
-        records = {}
-        for tool_id, runner in self.runners.items():
-            if tool_id in self.records:
-                records[tool_id] = self.records[tool_id]
-                continue
-            name, version = self.tool_runner.identity(tool_id)
-            samples = self.samples(runner.rate)
-            try:
-                if float(np.max(np.abs(samples), initial=0.0)) < SILENCE_PEAK:
-                    raise ValueError("audio is silent")
-                output = runner.finish(samples, path)
-                records[tool_id] = make_record(tool_id, name, version + ("" if runner.exact else "+stream"), output)
-            except Exception as err:  # noqa: BLE001 - a tool failure is data, as in ToolRunner
-                records[tool_id] = make_record(tool_id, name, version, error=f"{path}: {type(err).__name__}: {err}")
-            self.records[tool_id] = records[tool_id]
-        return records
+
+    def finish(self, path: str) -> dict[str, dict]:
+        """Every selected tool's record of the whole clip (``path``: the clip written out, named in the
+        records' errors), the tools' tails side by side; a tool that fails gives an error record."""
+        from concurrent.futures import ThreadPoolExecutor
+
+        self.end()
+        todo = [t for t in self.runners if t not in self.records]
+        for runner in {self.runners[t].rate: self.runners[t] for t in todo}.values():
+            self.samples(runner.rate)  # resampled here, before threads read them
+        if len(todo) > 1:
+            with ThreadPoolExecutor(len(todo), thread_name_prefix="autagent-stream-tools") as pool:
+                done = dict(zip(todo, pool.map(lambda t: self._record(t, path), todo)))
+        else:
+            done = {t: self._record(t, path) for t in todo}
+        self.records.update(done)
+        return {t: self.records[t] for t in self.runners}
+
+    def _record(self, tool_id: str, path: str) -> dict:
+        runner = self.runners[tool_id]
+        name, version = self.tool_runner.identity(tool_id)
+        samples = self.samples(runner.rate)
+        try:
+            if float(np.max(np.abs(samples), initial=0.0)) < SILENCE_PEAK:
+                raise ValueError("audio is silent")
+            output = runner.finish(samples, path)
+            return make_record(tool_id, name, version + ("" if runner.exact else "+stream"), output)
+        except Exception as err:  # noqa: BLE001 - a tool failure is data, as in ToolRunner
+            return make_record(tool_id, name, version, error=f"{path}: {type(err).__name__}: {err}")

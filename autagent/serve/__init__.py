@@ -55,6 +55,9 @@ def build(
         plugin = Plugin.load(
             plugin_dir, plugin_sha256, tools=config.tools, audio_dir=audio_dir, max_audio_bytes=max_bytes
         )
+        if limits.pop("warm", False):
+            plugin.warm()
+    limits.pop("warm", None)
     limits.pop("max_memory_answers", None)
     return ServeOptions(upstream=backend, plugin=plugin, **limits)
 

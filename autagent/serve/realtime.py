@@ -47,9 +47,11 @@ MAX_RATE, MIN_RATE = 48000, 8000
 class Turn:
     """One question and one clip: the plugin's stream session (or the bare audio without a plugin)."""
 
-    def __init__(self, plugin, rate: int, max_seconds: float):
+    def __init__(self, plugin, rate: int, max_seconds: float, upstream=None):
         self.plugin, self.rate, self.max_seconds = plugin, rate, max_seconds
-        self.stream = plugin.stream(rate, max_seconds) if plugin is not None else None
+        hearing = getattr(upstream, "hearing", lambda: None)()  # a reasoner in process hears as the clip comes
+        listeners = [hearing] if hearing is not None else []
+        self.stream = plugin.stream(rate, max_seconds, listeners) if plugin is not None else None
         self.pcm: list[bytes] = []  # without a plugin: the audio, for the upstream
         self.received = 0
         self.committed = False
@@ -247,7 +249,9 @@ class Conversation:
             )
             return
         if self.turn is None:
-            self.turn = await asyncio.to_thread(Turn, self.plugin, self.rate, self.options.max_audio_seconds)
+            self.turn = await asyncio.to_thread(
+                Turn, self.plugin, self.rate, self.options.max_audio_seconds, self.options.upstream
+            )
             if self.user_text is not None and self.turn.stream is not None:
                 self.turn.stream.ask(*question_and_choices(self.user_text))
         try:

@@ -134,6 +134,12 @@ class LocalReasoner:
             raise UpstreamError(f"reasoner {self.name}: {reply.error}")
         return reply.text or ""
 
+    def hearing(self):
+        """The reasoner on a clip as it arrives (:class:`ReasonerEar`), when it is the embedded one.  None
+        otherwise: another reasoner hears the clip when it is sent."""
+        inner = getattr(self.reasoner, "inner", None)
+        return ReasonerEar(inner) if hasattr(inner, "listener") and hasattr(inner, "facts") else None
+
     async def complete(self, body: dict) -> dict:
         text = await asyncio.to_thread(self._answer, body)
         return {
@@ -164,3 +170,26 @@ class LocalReasoner:
 
     async def close(self) -> None:
         await asyncio.to_thread(self.reasoner.close)
+
+
+class ReasonerEar:
+    """The embedded reasoner on a clip as it arrives, as a realtime audio model takes it in: it hears the
+    clip as it comes (:class:`autagent.reasoners.hearing.HearingStream`; at the end, the whole clip's
+    facts) and starts reading the tools' provisional records and what it has heard so far, so that when
+    the clip ends its answer costs the reading of what changed.  Its answers are the whole clip's."""
+
+    rate = 16000
+
+    def __init__(self, reasoner):
+        self.reasoner, self.hearing = reasoner, reasoner.listener.stream()
+
+    def feed(self, samples) -> None:
+        self.hearing.feed(samples)
+
+    def peek(self, records: list[dict]) -> None:
+        for record in records:
+            self.reasoner.facts(record)
+        self.reasoner.text.encode([fact.text for fact in self.hearing.peek()])
+
+    def finish(self, samples, path: str) -> None:
+        self.hearing.finish(samples, path)
