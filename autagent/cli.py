@@ -465,7 +465,19 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--out", help="write the result as JSON here")
     cs.set_defaults(func=cmd_check_selection)
 
-    sv = with_pin(with_config(sub.add_parser("serve", help="an OpenAI-compatible service, a plugin in front")))
+    sv = with_pin(
+        with_config(
+            sub.add_parser(
+                "serve",
+                help="an OpenAI-compatible service, a plugin in front",
+                description="POST /v1/chat/completions and /v1/select, GET /health and /metrics, and the WebSocket "
+                "/v1/realtime (OpenAI Realtime API events, text out: session.update, conversation.item.create, "
+                "input_audio_buffer.append/commit/clear, response.create -> session.created/updated, "
+                "input_audio_buffer.committed, response.created, response.output_text.delta/done, response.done, "
+                "error): the tools start on the audio while it is streamed (docs/design.md).",
+            )
+        )
+    )
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument("--reasoner", choices=["embedded", "qwen2-audio"], help="answer with this reasoner in process")

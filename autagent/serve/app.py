@@ -113,7 +113,7 @@ def create_app(options: ServeOptions):
     slots = asyncio.Semaphore(options.max_concurrency)
     admitted = {"count": 0}
     plugin = options.plugin
-    store = options.audio_store or AudioStore(options.audio_dir, options.audio_cache_bytes)
+    store = options.audio_store = options.audio_store or AudioStore(options.audio_dir, options.audio_cache_bytes)
     max_body = body_limit(options.max_audio_bytes)
 
     def refuse(err: Refused, endpoint: str) -> JSONResponse:

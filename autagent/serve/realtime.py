@@ -329,7 +329,8 @@ class Conversation:
             result = await self.result_of(turn)
             body = {"model": self.model, "messages": result.messages(user_text or result.question)}
             upstream_started = time.perf_counter()
-            reply = await self.answer(body)
+            with self.options.audio_store.lease(result.audio):  # the clip counts in the bounded folder
+                reply = await self.answer(body)
             text = reply["choices"][0]["message"]["content"] or ""
             info = self.autagent(result, time.perf_counter() - upstream_started, time.perf_counter() - started)
         except (UpstreamError, ValueError) as err:
