@@ -99,6 +99,7 @@ bench: ## speed and cost measurements (print figures)
 	$(PY) bench/scaling.py
 	$(PY) bench/serve.py
 	$(PY) bench/cascade.py
+	$(PY) bench/stream.py
 
 mutate: ## mutation testing of the core modules (slow; prints the surviving mutants)
 	$(PY) scripts/mutate.py $(ARGS)

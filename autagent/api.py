@@ -105,6 +105,54 @@ class Plugin:
         augmented = with_records(messages, good) if good else copy.deepcopy(messages)
         return Augmented(augmented, tools, failed, seconds)
 
+    # -- a clip that is still arriving (autagent.stream) ----------------------------------------------
+    def stream(self, sample_rate: int = 24000, max_seconds: float | None = None, listeners=()):
+        """A :class:`autagent.stream.StreamSession`: feed 16-bit PCM chunks, ask the question whenever
+        it comes, commit, and get the records when ready (what ``/v1/realtime`` runs on); at most
+        ``max_seconds`` of audio (default: what the tools hear, ``tools.max_seconds``); ``listeners``
+        hear the clip as it arrives too (a reasoner's ear)."""
+        from .stream import StreamSession
+
+        return StreamSession(self, sample_rate, max_seconds or self.pool.config.max_seconds, listeners=listeners)
+
+    def warm(self) -> None:
+        """Load every tool's model and run it once on a synthetic clip (librosa's kernels compiled, the
+        first request pays nothing extra); the records are not cached."""
+        import tempfile
+
+        import numpy as np
+        import soundfile as sf
+
+        t = np.arange(2 * 16000) / 16000
+        tone = (0.3 * np.sin(2 * np.pi * 220 * t) * (np.sin(2 * np.pi * 2 * t) > 0)).astype(np.float32)
+        with tempfile.TemporaryDirectory() as folder:
+            path = Path(folder) / "warm.wav"
+            sf.write(str(path), tone, 16000)
+            for tool_id in self.pool.tool_ids:
+                self.pool.runner.run(tool_id, str(path))
+            self.select(str(path), "warm up", ["a", "b"])
+
+    @property
+    def reads_audio(self) -> bool:
+        """Whether the selection reads the clip (a router with audio among its inputs; an LM agent)."""
+        featurizer = getattr(self.plugin, "featurizer", None)
+        return featurizer is None or featurizer.audio is not None
+
+    def prime_audio(self, path: str, probs, samples_16k) -> None:
+        """Give the router the clip's profile from YAMNet's probabilities already computed as it arrived."""
+        featurizer = getattr(self.plugin, "featurizer", None)
+        if featurizer is not None and featurizer.audio is not None:
+            featurizer.audio.prime(path, probs, samples_16k)
+
+    def remember(self, path: str, records) -> None:
+        """Keep records computed outside the pool in its cache, under the clip's content and the record's
+        own version (a streamed equivalent's ends in ``+stream``)."""
+        from tools.audio import content_hash as clip_hash
+
+        key = clip_hash(path)
+        for record in records:
+            self.pool.cache.put(key, record["tool"], record["backend"], record["version"], record)
+
     def augment(self, messages, choices=None) -> list:
         """``messages`` with the chosen tools' records in front of the last user message's text (a copy;
         the input is not changed)."""

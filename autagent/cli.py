@@ -341,6 +341,11 @@ def cmd_serve(args) -> int:
         max_audio_bytes=int(args.max_audio_mb * 2**20),
         max_audio_seconds=args.max_audio_seconds,
         allow_remote_audio=args.allow_remote_audio,
+        allow_private_audio_hosts=args.allow_private_audio_hosts,
+        max_realtime_sessions=args.max_realtime_sessions,
+        audio_dir=args.audio_dir,
+        warm=args.warm_up,
+        audio_cache_bytes=int(args.audio_cache_mb * 2**20),
         request_log=args.request_log,
         agentic=args.agentic,
         max_tool_rounds=args.max_tool_rounds,
@@ -467,7 +472,19 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--out", help="write the result as JSON here")
     cs.set_defaults(func=cmd_check_selection)
 
-    sv = with_pin(with_config(sub.add_parser("serve", help="an OpenAI-compatible service, a plugin in front")))
+    sv = with_pin(
+        with_config(
+            sub.add_parser(
+                "serve",
+                help="an OpenAI-compatible service, a plugin in front",
+                description="POST /v1/chat/completions and /v1/select, GET /health and /metrics, and the WebSocket "
+                "/v1/realtime (OpenAI Realtime API events, text out: session.update, conversation.item.create, "
+                "input_audio_buffer.append/commit/clear, response.create -> session.created/updated, "
+                "input_audio_buffer.committed, response.created, response.output_text.delta/done, response.done, "
+                "error): the tools start on the audio while it is streamed (docs/design.md).",
+            )
+        )
+    )
     sv.add_argument("--host", default="127.0.0.1")
     sv.add_argument("--port", type=int, default=8000)
     sv.add_argument(
@@ -483,7 +500,17 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--max-concurrency", type=int, default=8, help="requests handled at once")
     sv.add_argument("--max-queue", type=int, default=32, help="requests waiting; more get a 429")
     sv.add_argument("--max-audio-mb", type=float, default=25.0)
-    sv.add_argument("--max-audio-seconds", type=float, default=600.0)
+    sv.add_argument(
+        "--max-audio-seconds",
+        type=float,
+        help="longest clip accepted, and the cap of a /v1/realtime session's audio buffer (default: "
+        "tools.max_seconds, 30 s, what the tools hear; above it a reply says how much they heard)",
+    )
+    sv.add_argument("--max-realtime-sessions", type=int, default=8, help="/v1/realtime sessions at once")
+    sv.add_argument("--audio-dir", default=".cache/serve-audio", help="the clips folder (one service per folder)")
+    sv.add_argument("--warm-up", action="store_true", help="load and run every tool once before serving")
+    sv.add_argument("--allow-private-audio-hosts", action="store_true", help="remote audio from private/loopback hosts")
+    sv.add_argument("--audio-cache-mb", type=float, default=2048.0, help="clips folder size (LRU)")
     sv.add_argument("--upstream-timeout", type=float, default=120.0, help="seconds per upstream request")
     sv.add_argument("--upstream-retries", type=int, default=2, help="retries of a failed upstream request")
     sv.add_argument("--request-log", metavar="FILE", help="append each chat request's text (no audio) as a JSON line")

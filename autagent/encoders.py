@@ -10,9 +10,17 @@
 from __future__ import annotations
 
 import functools
+import threading
 from pathlib import Path
 
 import numpy as np
+
+from tools.memo import BoundedMemo
+
+TEXT_MEMO_ITEMS = 131_072
+"""Texts whose embedding a process keeps (384 floats each: about 200 MB at most)."""
+AUDIO_MEMO_ITEMS = 16_384
+"""Clips whose profile a process keeps (1,044 floats each: about 70 MB at most)."""
 
 
 def default_text_model() -> str:
@@ -22,7 +30,7 @@ def default_text_model() -> str:
 
 
 class TextEncoder:
-    def __init__(self, model: str | None = None, batch_size: int = 64):
+    def __init__(self, model: str | None = None, batch_size: int = 64, memo_items: int = TEXT_MEMO_ITEMS):
         import torch
         from transformers import AutoModel, AutoTokenizer
 
@@ -31,8 +39,9 @@ class TextEncoder:
         self.model = AutoModel.from_pretrained(self.model_path).eval()
         self.batch_size = batch_size
         self.dim = int(self.model.config.hidden_size)
-        self._memo: dict[str, np.ndarray] = {}
+        self._memo = BoundedMemo(memo_items)
         self._torch = torch
+        self._lock = threading.Lock()  # a fast tokenizer is not to be used by two threads at once
 
     @property
     def name(self) -> str:
@@ -43,20 +52,23 @@ class TextEncoder:
         return {"model": self.name, "dim": self.dim, "weights_sha256": weights_digest(self.model_path)}
 
     def encode(self, texts: list[str]) -> np.ndarray:
-        """``[len(texts), dim]`` unit vectors; each distinct text is encoded once per process."""
-        todo = sorted({t for t in texts if t not in self._memo})
+        """``[len(texts), dim]`` unit vectors; a text is encoded once while it stays among the memo's
+        most recently used."""
+        found = {t: self._memo.get(t) for t in set(texts)}
+        todo = sorted(t for t, vector in found.items() if vector is None)
         for start in range(0, len(todo), self.batch_size):
             batch = todo[start : start + self.batch_size]
-            tokens = self.tokenizer(batch, padding=True, truncation=True, max_length=128, return_tensors="pt")
-            with self._torch.no_grad():
+            with self._lock, self._torch.no_grad():
+                tokens = self.tokenizer(batch, padding=True, truncation=True, max_length=128, return_tensors="pt")
                 hidden = self.model(**tokens).last_hidden_state
             mask = tokens["attention_mask"].unsqueeze(-1).float()
             pooled = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             pooled = self._torch.nn.functional.normalize(pooled, dim=-1).numpy()
+            found.update(zip(batch, pooled))
             self._memo.update(zip(batch, pooled))
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        return np.stack([self._memo[t] for t in texts]).astype(np.float32)
+        return np.stack([found[t] for t in texts]).astype(np.float32)
 
 
 @functools.lru_cache(maxsize=8)
@@ -87,9 +99,9 @@ class AudioEncoder:
 
     dim = 521 * 2 + 2
 
-    def __init__(self, max_seconds: float = 30.0):
+    def __init__(self, max_seconds: float = 30.0, memo_items: int = AUDIO_MEMO_ITEMS):
         self.max_seconds = max_seconds
-        self._memo: dict[str, np.ndarray] = {}
+        self._memo = BoundedMemo(memo_items)
 
     @staticmethod
     def describe() -> dict:
@@ -109,11 +121,23 @@ class AudioEncoder:
         from tools.yamnet import SAMPLE_RATE, YamNet
 
         key = content_hash(path)
-        if key not in self._memo:
+        profile = self._memo.get(key)
+        if profile is None:
             audio = load_audio(path, SAMPLE_RATE, self.max_seconds)
-            probs = YamNet.load().scores(audio.samples)
-            rms_db = 20 * np.log10(np.sqrt(np.mean(audio.samples**2)) + 1e-9)
-            self._memo[key] = np.concatenate(
-                [probs.mean(0), probs.max(0), [rms_db / 60.0, audio.duration / 30.0]]
-            ).astype(np.float32)
-        return self._memo[key]
+            profile = self._memo[key] = self.profile(YamNet.load().scores(audio.samples), audio.samples)
+        return profile
+
+    @staticmethod
+    def profile(probs: np.ndarray, samples_16k: np.ndarray) -> np.ndarray:
+        """The profile from YAMNet's ``[patches, 521]`` probabilities of the 16 kHz clip."""
+        rms_db = 20 * np.log10(np.sqrt(np.mean(samples_16k**2)) + 1e-9)
+        duration = len(samples_16k) / 16000
+        return np.concatenate([probs.mean(0), probs.max(0), [rms_db / 60.0, duration / 30.0]]).astype(np.float32)
+
+    def prime(self, path: str, probs: np.ndarray, samples_16k: np.ndarray) -> None:
+        """Remember the profile of the clip at ``path`` from YAMNet's probabilities computed elsewhere (a
+        clip scored as it arrived: :mod:`autagent.stream`); only a clip within ``max_seconds`` is primed."""
+        from tools.audio import content_hash
+
+        if len(samples_16k) <= int(round(self.max_seconds * 16000)):
+            self._memo[content_hash(path)] = self.profile(probs, samples_16k)

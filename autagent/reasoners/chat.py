@@ -43,6 +43,8 @@ class ChatQuery:
     records: list[dict] | None = None
     audio_bytes: int = 0
     remote: dict = field(default_factory=dict)
+    seconds: float = 0.0
+    """The clip's length, where the reader measured it (the service does)."""
 
 
 def last_user_content(messages) -> list:
@@ -102,10 +104,18 @@ def store_audio(raw: bytes, fmt: str, folder: Path, max_bytes: int) -> Path:
         raise BadRequest(f"the audio is {len(raw)} bytes, over the {max_bytes}-byte limit")
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{hashlib.sha256(raw).hexdigest()}.{fmt}"
-    if not path.exists():
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_bytes(raw)
-        tmp.replace(path)
+    if not path.exists():  # a temporary file of its own: requests with the same clip may write at once
+        import os
+        import tempfile
+
+        handle, tmp = tempfile.mkstemp(dir=folder, prefix=".tmp-", suffix=f".{fmt}")
+        try:
+            with os.fdopen(handle, "wb") as out:
+                out.write(raw)
+            os.replace(tmp, path)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
     return path
 
 

@@ -23,6 +23,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from tools.memo import BoundedMemo, nbytes
+
 from ..data.sample import Sample
 from .base import Reply, fingerprint_of
 from .reading import (
@@ -99,6 +101,10 @@ class EmbeddedReasonerConfig:
             raise ValueError("reasoner temperatures must be > 0")
 
 
+FACTS_MEMO_BYTES = 256 << 20
+"""The records whose facts (and their embeddings) a process keeps: at most this many bytes of them."""
+
+
 @functools.lru_cache(maxsize=200_000)
 def _token_set(text: str) -> frozenset:
     return frozenset(tokens(text))
@@ -118,7 +124,7 @@ class EmbeddedReasoner:
             audio_max_seconds,
             self.config.hearing_tolerance,
         )
-        self._facts: dict[str, tuple[list[Fact], np.ndarray]] = {}
+        self._facts = BoundedMemo(65_536, max_bytes=FACTS_MEMO_BYTES, size=nbytes)
 
     def fingerprint(self) -> str:
         return fingerprint_of(self.name, {**asdict(self.config), "text_model": self.text.name})
@@ -131,12 +137,13 @@ class EmbeddedReasoner:
         from .prompts import shown
 
         key = json.dumps([record["tool"], record.get("output")], sort_keys=True, default=str)
-        if key not in self._facts:
+        read = self._facts.get(key)
+        if read is None:
             view = shown(record)["output"]
             facts = flatten(record["tool"], view, self.config.max_facts_per_record)
             facts += melodic_shape(record["tool"], view) + banded(record["tool"], facts)
-            self._facts[key] = (facts, self.text.encode([f.text for f in facts]))
-        return self._facts[key]
+            read = self._facts[key] = (facts, self.text.encode([f.text for f in facts]))
+        return read
 
     def match(self, option: str, option_vec: np.ndarray, facts: list[Fact], fact_vecs: np.ndarray) -> np.ndarray:
         """How well ``option`` agrees with each fact, in [0, 1]-ish: exact words/numbers blended with similarity."""

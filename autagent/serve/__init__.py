@@ -27,6 +27,7 @@ def build(
 ) -> ServeOptions:
     """The service's parts from a run config (reasoner and tool settings) and the command's flags."""
     from ..config import ConfigError
+    from .limits import AudioStore
     from .upstream import LocalReasoner, OpenAIUpstream
 
     if (reasoner is None) == (upstream is None):
@@ -35,6 +36,11 @@ def build(
         raise ConfigError(f"--max-tool-rounds must be >= 0, got {limits['max_tool_rounds']}")
     audio_dir = Path(limits.get("audio_dir", ServeOptions.audio_dir))
     max_bytes = limits.get("max_audio_bytes", ServeOptions.max_audio_bytes)
+    if limits.get("max_audio_seconds") is None:  # the default: what the tools hear, and no more
+        limits["max_audio_seconds"] = config.tools.max_seconds
+    limits["tools_max_seconds"] = config.tools.max_seconds
+    cap = limits.get("audio_cache_bytes", ServeOptions.audio_cache_bytes)
+    store = limits["audio_store"] = AudioStore(audio_dir, cap)
     if upstream is not None:
         backend = OpenAIUpstream(upstream, api_key_env, model, timeout_s, max_retries)
     else:
@@ -42,7 +48,8 @@ def build(
 
         config.reasoner.kind = "embedded" if reasoner == "scripted" else reasoner
         built = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
-        backend = LocalReasoner(built, reasoner, audio_dir, max_bytes)
+        built.bound(limits.pop("max_memory_answers", 100_000))
+        backend = LocalReasoner(built, reasoner, audio_dir, max_bytes, store)
         if reasoner == "scripted":  # the open stand-in for a model that calls tools, answering with it
             from ..reasoners.scripted import ScriptedCaller
             from .agentic import ScriptedUpstream
@@ -55,6 +62,10 @@ def build(
         plugin = Plugin.load(
             plugin_dir, plugin_sha256, tools=config.tools, audio_dir=audio_dir, max_audio_bytes=max_bytes
         )
+        if limits.pop("warm", False):
+            plugin.warm()
+    limits.pop("warm", None)
+    limits.pop("max_memory_answers", None)
     if limits.get("agentic") and plugin is None:  # every tool of the run is offered to the upstream
         from tools.pool import ToolPool
 

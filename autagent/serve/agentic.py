@@ -63,37 +63,46 @@ class AgenticChat:
         self.pool = self.plugin.pool if self.plugin is not None else options.tools
         self.tool_ids = list(self.plugin.tools if self.plugin is not None else self.pool.tool_ids)
         self.selections: OrderedDict = OrderedDict()
+        self.memo_lock = threading.Lock()
 
     def select(self, query) -> tuple[list[str], bool]:
         """The plugin's tools for the clip's question, from the memo when this clip was selected for."""
         key = (Path(query.audio).name, query.question, tuple(query.choices))
-        if key in self.selections:
-            self.selections.move_to_end(key)
-            return self.selections[key], True
+        with self.memo_lock:  # requests run in worker threads at once
+            if key in self.selections:
+                self.selections.move_to_end(key)
+                return self.selections[key], True
         tools = self.plugin.select(query.audio, query.question, query.choices)
-        self.selections[key] = tools
-        while len(self.selections) > MAX_SELECTIONS:
-            self.selections.popitem(last=False)
+        with self.memo_lock:
+            self.selections[key] = tools
+            while len(self.selections) > MAX_SELECTIONS:
+                self.selections.popitem(last=False)
         return tools, False
 
-    async def __call__(self, body: dict, query_of, locked, metrics, refused):
-        """The reply; ``query_of`` reads and checks a clip's message (the app's), ``locked`` runs work
-        one request at a time, ``refused(status, message, kind)`` makes the app's refusal."""
+    async def __call__(self, body: dict, query_of, metrics, refused, lease):
+        """The reply; ``query_of`` reads and checks a clip's message (the app's), ``refused(status,
+        message, kind)`` makes the app's refusal, ``lease(path)`` keeps the clip in the bounded audio
+        folder while it is answered."""
         started = time.perf_counter()
         messages = body["messages"]
         anchor = anchor_of(messages)
         last_user = max(i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user")
         choices = body.get("choices") if anchor == last_user else None
         query = await query_of({"messages": [messages[anchor]], "choices": choices})
+        with lease(query.audio):
+            return await self._reply(body, query, anchor, started, metrics, refused)
+
+    async def _reply(self, body: dict, query, anchor: int, started: float, metrics, refused):
+        messages = body["messages"]
         seconds, selected, failed, reused = {}, [], {}, False
         if self.plugin is not None:
             t0 = time.perf_counter()
-            selected, reused = await asyncio.to_thread(locked, self.select, query)
+            selected, reused = await asyncio.to_thread(self.select, query)
             seconds["select"] = time.perf_counter() - t0
         good = []
         if selected:
             t0 = time.perf_counter()
-            records = await asyncio.to_thread(locked, self.pool.run, query.audio, selected)
+            records = await asyncio.to_thread(self.pool.run, query.audio, selected)
             seconds["tools"] = time.perf_counter() - t0
             failed = {t: r["error"] for t, r in records.items() if "error" in r}
             good = [r for r in records.values() if "error" not in r]
@@ -119,7 +128,7 @@ class AgenticChat:
             out = []
             for tool, window in requests:
                 t0 = time.perf_counter()
-                record = (await asyncio.to_thread(locked, self.pool.run, query.audio, [tool], window))[tool]
+                record = (await asyncio.to_thread(self.pool.run, query.audio, [tool], window))[tool]
                 if "error" in record:
                     metrics.tool_errors.labels(tool).inc()
                 out.append((record, time.perf_counter() - t0))

@@ -3,18 +3,23 @@ any upstream, ``/v1/select``, ``/health`` and Prometheus ``/metrics``.
 
 Every refused request gets an OpenAI-shaped JSON error and the service stays up: 400 for a request
 it cannot read (no audio, audio it cannot decode, too big or too long, a ``file:`` URL or a path,
-remote audio unless allowed, bad JSON or messages), 429 with ``Retry-After`` once ``max_concurrency``
-requests run and ``max_queue`` wait, 502 naming the upstream when it is down or answers junk.  A tool
-that fails drops only its record (named in the reply's ``autagent`` field).  Selection, tools and a
-reasoner in process run in a worker thread, one request at a time, so ``/health`` always answers.
+remote audio unless allowed, bad JSON or messages, an unknown field or one of the wrong type), 413 for
+a body over the limit, 429 with ``Retry-After`` once ``max_concurrency`` requests run and
+``max_queue`` wait (decided before the body is read), 502 naming the upstream when it is down or
+answers junk.  A tool that fails drops only its record (named in the reply's ``autagent`` field).
+Decoding, hashing and storing the clip, selection, tools and a reasoner in process run in worker
+threads (as many as ``max_concurrency`` allows, no lock shared between requests), so ``/health``
+always answers; a streamed answer keeps its slot until its last line and ends with an error event
+when the upstream fails mid-way.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,6 +27,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 
 from .agentic import AgenticChat
+from .limits import AudioStore, Refused, body_limit, clip_seconds, read_json
 
 STAGES = ("select", "tools", "upstream", "total")
 
@@ -40,12 +46,20 @@ class ServeOptions:
     """Requests waiting beyond those; more get a 429."""
     max_audio_bytes: int = 25 << 20
     """Largest clip accepted."""
-    max_audio_seconds: float = 600.0
-    """Longest clip accepted."""
+    max_audio_seconds: float = 30.0
+    """Longest clip accepted.  The tools hear at most ``tools.max_seconds`` (30 s by default): the
+    default refuses anything longer; a larger value accepts longer clips, and the reply's ``autagent``
+    field then says how much the tools heard (``tools_heard_s``)."""
+    tools_max_seconds: float = 30.0
+    """How much of a clip the tools hear (the run config's ``tools.max_seconds``)."""
     allow_remote_audio: bool = False
     """Fetch ``http(s)`` audio URLs (refused otherwise)."""
+    allow_private_audio_hosts: bool = False
+    """Let remote audio (and its redirects) come from private, loopback or link-local addresses."""
     audio_dir: str = ".cache/serve-audio"
     """Where clips are kept, named by their content."""
+    audio_cache_bytes: int = 2 << 30
+    """The clips folder is kept under this size, least recently used first (clips in use are kept)."""
     request_log: str | None = None
     """Append one JSON line per chat request received: its time, model and the text of its last user
     message (never the audio, never a header)."""
@@ -55,12 +69,15 @@ class ServeOptions:
     """With ``agentic``: rounds of tool calls at most per request."""
     tools: object | None = None
     """With ``agentic`` and no plugin: the :class:`tools.pool.ToolPool` whose tools are offered."""
-
-
-class Refused(Exception):
-    def __init__(self, status: int, message: str, kind: str, headers: dict | None = None):
-        super().__init__(message)
-        self.status, self.kind, self.headers = status, kind, headers or {}
+    extra_workers: int = 4
+    """Worker threads beyond ``max_concurrency`` and the realtime sessions (the rest of the service's work)."""
+    max_realtime_sessions: int = 8
+    """``/v1/realtime`` sessions at once (each holds at most ``max_audio_seconds`` of audio); more are
+    told so and closed."""
+    realtime_idle_s: float = 300.0
+    """A realtime session that sends nothing for this long is closed."""
+    audio_store: object | None = None
+    """The :class:`~.limits.AudioStore` shared with a reasoner in process (made from ``audio_dir`` if None)."""
 
 
 def error_body(message: str, kind: str, code: str | None = None) -> dict:
@@ -102,9 +119,10 @@ def create_app(options: ServeOptions):
     metrics = Metrics()
     slots = asyncio.Semaphore(options.max_concurrency)
     admitted = {"count": 0}
-    work = threading.Lock()  # selection and tools: one request at a time, off the event loop
     plugin = options.plugin
     agentic = AgenticChat(options) if options.agentic else None
+    store = options.audio_store = options.audio_store or AudioStore(options.audio_dir, options.audio_cache_bytes)
+    max_body = body_limit(options.max_audio_bytes)
 
     def refuse(err: Refused, endpoint: str) -> JSONResponse:
         metrics.requests.labels(endpoint, str(err.status)).inc()
@@ -112,100 +130,123 @@ def create_app(options: ServeOptions):
         return JSONResponse(error_body(str(err), err.kind), status_code=err.status, headers=err.headers)
 
     async def read_body(request: Request) -> dict:
-        try:
-            body = await request.json()
-        except ValueError:
-            raise Refused(400, "the body is not JSON", "invalid_request_error") from None
-        if not isinstance(body, dict):
-            raise Refused(400, "the body must be a JSON object", "invalid_request_error")
-        return body
+        return await read_json(request, max_body)
 
     async def query_of(body: dict):
         """The request's clip (fetched if remote and allowed, checked for size and length), question
-        and choices."""
-        from tools.audio import AudioError, load_audio
+        and choices; decoding, hashing and writing it run in a worker thread."""
+        from tools.audio import AudioError
 
         from ..reasoners.chat import read_query, store_audio
+        from .remote import fetch
 
         folder = Path(options.audio_dir)
-        query = read_query(body.get("messages"), body.get("choices"), folder, options.max_audio_bytes)
+        query = await asyncio.to_thread(
+            read_query, body.get("messages"), body.get("choices"), folder, options.max_audio_bytes
+        )
         if query.remote:
             if not options.allow_remote_audio:
                 raise BadRequest("remote audio URLs are refused (start the service with --allow-remote-audio)")
-            raw = await fetch(query.remote["url"], options.max_audio_bytes)
-            query.audio = str(
-                store_audio(raw, Path(query.remote["url"]).suffix.lstrip(".") or "wav", folder, options.max_audio_bytes)
-            )
+            raw = await fetch(query.remote["url"], options.max_audio_bytes, options.allow_private_audio_hosts)
+            fmt = Path(query.remote["url"]).suffix.lstrip(".") or "wav"
+            query.audio = str(await asyncio.to_thread(store_audio, raw, fmt, folder, options.max_audio_bytes))
         try:
-            audio = await asyncio.to_thread(load_audio, query.audio, 16000, options.max_audio_seconds + 1.0)
+            seconds = await asyncio.to_thread(clip_seconds, query.audio, options.max_audio_seconds)
         except AudioError as err:
             raise BadRequest(f"the audio cannot be used: {str(err).split(': ', 1)[-1]}") from None
-        if audio.duration > options.max_audio_seconds:
-            raise BadRequest(f"the audio is longer than {options.max_audio_seconds:g} s")
+        if seconds > options.max_audio_seconds:
+            hint = " (the tools hear at most that)" if options.max_audio_seconds == options.tools_max_seconds else ""
+            raise BadRequest(f"the audio is longer than {options.max_audio_seconds:g} s{hint}")
+        query.seconds = seconds
         return query
 
     async def admitted_call(handler, endpoint: str):
+        """``handler()`` once admitted (a 429 before anything is read when the service is full) and
+        holding a slot; a streamed reply (:func:`held`) keeps the slot until its last line."""
         if admitted["count"] >= options.max_concurrency + options.max_queue:
             return refuse(
                 Refused(429, "too many requests: try again shortly", "rate_limit_error", {"Retry-After": "1"}), endpoint
             )
         admitted["count"] += 1
         metrics.in_flight.inc()
+        released = False
+
+        def release():
+            nonlocal released
+            if not released:
+                released = True
+                slots.release()
+                admitted["count"] -= 1
+                metrics.in_flight.dec()
+
         try:
-            async with slots:
-                return await handler()
+            await slots.acquire()
+        except BaseException:
+            admitted["count"] -= 1
+            metrics.in_flight.dec()
+            raise
+        response = None
+        try:
+            response = await handler()
+            return response
         except Refused as err:
             return refuse(err, endpoint)
         except BadRequest as err:
             return refuse(Refused(400, str(err), "invalid_request_error"), endpoint)
         finally:
-            admitted["count"] -= 1
-            metrics.in_flight.dec()
+            if isinstance(response, HeldStream):
+                response.release = release
+            else:
+                release()
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
+        from .fields import check_fields
         from .upstream import UpstreamError
 
         started = time.perf_counter()
-        try:
-            body = await read_body(request)
-        except Refused as err:
-            return refuse(err, "chat")
 
         async def handle():
+            body = await read_body(request)
             if not isinstance(body.get("messages"), list) or not body["messages"]:
                 raise BadRequest("messages must be a non-empty list")
+            check_fields(body, model_required=getattr(options.upstream, "needs_model", False))
             if options.request_log:
                 log_request(options.request_log, body)
             if agentic is not None:  # the upstream may ask for tools itself
-                return await agentic(body, query_of, locked, metrics, Refused)
+                return await agentic(body, query_of, metrics, Refused, store.lease)
             info, forward = {}, body
-            if plugin is not None:
-                query = await query_of(body)
-                augmented = await asyncio.to_thread(locked, plugin.augment_query, body["messages"], query)
-                for stage, seconds in augmented.seconds.items():
-                    metrics.stage.labels(stage).observe(seconds)
-                for tool in augmented.failed:
-                    metrics.tool_errors.labels(tool).inc()
-                info = {
-                    "tools": augmented.tools,
-                    "tools_failed": augmented.failed,
-                    "plugin": plugin.content_hash,
-                    "seconds": {k: round(v, 4) for k, v in augmented.seconds.items()},
-                }
-                if augmented.messages != body["messages"]:
-                    forward = {**body, "messages": augmented.messages}
-            upstream_started = time.perf_counter()
-            try:
-                if body.get("stream"):
-                    lines = await options.upstream.stream(forward)
-                    return StreamingResponse(lines, media_type="text/event-stream", headers=headers_of(info))
-                reply = await options.upstream.complete(forward)
-            except UpstreamError as err:
-                metrics.upstream_errors.inc()
-                if err.status is not None:
-                    raise Refused(err.status, str(err), "upstream_refused") from None
-                raise Refused(502, str(err), "upstream_error") from None
+            query = await query_of(body) if plugin is not None else None
+            with store.lease(query.audio) if query is not None else nullcontext():
+                if query is not None:
+                    augmented = await asyncio.to_thread(plugin.augment_query, body["messages"], query)
+                    for stage, seconds in augmented.seconds.items():
+                        metrics.stage.labels(stage).observe(seconds)
+                    for tool in augmented.failed:
+                        metrics.tool_errors.labels(tool).inc()
+                    info = {
+                        "tools": augmented.tools,
+                        "tools_failed": augmented.failed,
+                        "plugin": plugin.content_hash,
+                        "seconds": {k: round(v, 4) for k, v in augmented.seconds.items()},
+                    }
+                    if query.seconds > options.tools_max_seconds:
+                        info["tools_heard_s"] = options.tools_max_seconds
+                    if augmented.messages != body["messages"]:
+                        forward = {**body, "messages": augmented.messages}
+                upstream_started = time.perf_counter()
+                try:
+                    if body.get("stream"):
+                        lines = await options.upstream.stream(forward)
+                        return HeldStream(
+                            held(lines, metrics), media_type="text/event-stream", headers=headers_of(info)
+                        )
+                    reply = await options.upstream.complete(forward)
+                except UpstreamError as err:
+                    metrics.upstream_errors.inc()
+                    if err.status is not None:
+                        raise Refused(err.status, str(err), "upstream_refused") from None
+                    raise Refused(502, str(err), "upstream_error") from None
             upstream_seconds = time.perf_counter() - upstream_started
             metrics.stage.labels("upstream").observe(upstream_seconds)
             metrics.stage.labels("total").observe(time.perf_counter() - started)
@@ -238,10 +279,11 @@ def create_app(options: ServeOptions):
                 )
             choices = body.get("choices") or []
             query = await query_of({"messages": [{"role": "user", "content": parts}], "choices": choices})
-            tools = await asyncio.to_thread(locked, plugin.select, query.audio, query.question, query.choices)
-            probabilities = await asyncio.to_thread(
-                locked, plugin.probabilities, query.audio, query.question, query.choices
-            )
+            with store.lease(query.audio):
+                tools = await asyncio.to_thread(plugin.select, query.audio, query.question, query.choices)
+                probabilities = await asyncio.to_thread(
+                    plugin.probabilities, query.audio, query.question, query.choices
+                )
             metrics.requests.labels("select", "200").inc()
             return JSONResponse({"tools": tools, "probabilities": probabilities, "plugin": plugin.content_hash})
 
@@ -254,6 +296,7 @@ def create_app(options: ServeOptions):
             "plugin": plugin.content_hash if plugin else None,
             "upstream": options.upstream.name,
             "in_flight": admitted["count"],
+            "realtime_sessions": app.state.realtime_sessions["count"],
         }
 
     @app.get("/metrics")
@@ -267,15 +310,52 @@ def create_app(options: ServeOptions):
             error_body(f"internal error: {type(err).__name__}: {err}", "internal_error"), status_code=500
         )
 
+    @app.on_event("startup")
+    async def workers():
+        # every request's blocking work (decoding, selection, tools, a reasoner in process) runs in a
+        # thread of its own: as many threads as requests may run at once, plus a few for the rest
+        workers = options.max_concurrency + options.max_realtime_sessions + options.extra_workers
+        asyncio.get_running_loop().set_default_executor(ThreadPoolExecutor(workers, thread_name_prefix="autagent-work"))
+
     @app.on_event("shutdown")
     async def close():
         await options.upstream.close()
 
-    def locked(function, *args):
-        with work:
-            return function(*args)
+    from .realtime import add_realtime
 
+    add_realtime(app, options, metrics, options.upstream.complete)
     return app
+
+
+class HeldStream(StreamingResponse):
+    """A streamed reply that keeps its request's slot until the stream ends (``release`` is set by
+    the admission and called by :func:`held` when the last line is sent or the client goes away)."""
+
+    release = None
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.release is not None:
+                self.release()
+
+
+async def held(lines, metrics):
+    """The upstream's lines, then, if it fails mid-way, an OpenAI-shaped error event and ``[DONE]``
+    (what the ``openai`` SDK raises as an ``APIError``), never a broken stream."""
+    try:
+        async for line in lines:
+            yield line
+    except Exception as err:  # noqa: BLE001 - whatever broke upstream, the client gets an error event
+        metrics.upstream_errors.inc()
+        message = f"the upstream failed mid-stream: {type(err).__name__}: {err}"
+        yield f"data: {json.dumps(error_body(message, 'upstream_error'))}\n\n"
+        yield "data: [DONE]\n\n"
+    finally:
+        close = getattr(lines, "aclose", None)
+        if close is not None:
+            await close()
 
 
 def log_request(path: str, body: dict) -> None:
@@ -294,27 +374,3 @@ def headers_of(info: dict) -> dict:
     if not info:
         return {}
     return {"X-AutAgent-Tools": ",".join(info["tools"]), "X-AutAgent-Plugin": info["plugin"]}
-
-
-async def fetch(url: str, max_bytes: int) -> bytes:
-    """Remote audio, at most ``max_bytes`` (a 400 past that or when the fetch fails)."""
-    import httpx
-
-    from ..reasoners.chat import BadRequest
-
-    try:
-        async with httpx.AsyncClient(timeout=30.0, follow_redirects=True) as client:
-            async with client.stream("GET", url) as response:
-                if response.status_code != 200:
-                    raise BadRequest(f"fetching the audio failed: HTTP {response.status_code}")
-                chunks, size = [], 0
-                async for chunk in response.aiter_bytes():
-                    size += len(chunk)
-                    if size > max_bytes:
-                        raise BadRequest(f"the audio is over the {max_bytes}-byte limit")
-                    chunks.append(chunk)
-    except httpx.HTTPError as err:
-        raise BadRequest(f"fetching the audio failed: {type(err).__name__}") from None
-    if not chunks:
-        raise BadRequest("the audio is empty")
-    return b"".join(chunks)

@@ -10,6 +10,7 @@ import json
 import threading
 import time
 import uuid
+from contextlib import nullcontext
 from pathlib import Path
 
 
@@ -33,11 +34,19 @@ class OpenAIUpstream:
     def name(self) -> str:
         return self.base_url
 
+    @property
+    def needs_model(self) -> bool:
+        """A request must name its model (no ``--model`` to send instead)."""
+        return self.model is None
+
     def _body(self, body: dict) -> dict:
-        """What goes upstream: the request as it came, less our own ``choices`` field (not an OpenAI
-        parameter), with the model name overridden when the service was told one."""
-        body = {k: v for k, v in body.items() if k != "choices"}
-        return {**body, "model": self.model} if self.model else body
+        """The SDK's arguments: the request as it came, less our own ``choices`` field (not an OpenAI
+        parameter), with the model name overridden when the service was told one, and the fields the
+        SDK does not take (vLLM's ``top_k``...) in ``extra_body``."""
+        from .fields import split_for_sdk
+
+        payload, extra = split_for_sdk({**body, "model": self.model} if self.model else body)
+        return {**payload, "extra_body": extra} if extra else payload
 
     def _error(self, err: Exception) -> UpstreamError:
         import openai
@@ -97,9 +106,10 @@ class LocalReasoner:
     question and the choices are read from the request, and so are tool records a plugin service in
     front of it added; the reply is the reasoner's answer as a chat completion."""
 
-    def __init__(self, reasoner, kind: str, audio_dir: Path, max_audio_bytes: int):
+    def __init__(self, reasoner, kind: str, audio_dir: Path, max_audio_bytes: int, store=None):
         self.reasoner, self.kind = reasoner, kind
         self.audio_dir, self.max_audio_bytes = Path(audio_dir), max_audio_bytes
+        self.store = store  # the service's bounded clips folder: the clip is held while it is answered
         self.lock = threading.Lock()  # the reasoner and its answer cache are not thread-safe
 
     @property
@@ -118,11 +128,17 @@ class LocalReasoner:
         sample = Sample(
             id="request", audio=query.audio, question=query.question, choices=query.choices, answer=query.choices[0]
         )
-        with self.lock:
+        with self.store.lease(query.audio) if self.store is not None else nullcontext(), self.lock:
             (reply,) = self.reasoner.ask([(sample, query.records)])
         if reply.error:
             raise UpstreamError(f"reasoner {self.name}: {reply.error}")
         return reply.text or ""
+
+    def hearing(self):
+        """The reasoner on a clip as it arrives (:class:`ReasonerEar`), when it is the embedded one.  None
+        otherwise: another reasoner hears the clip when it is sent."""
+        inner = getattr(self.reasoner, "inner", None)
+        return ReasonerEar(inner) if hasattr(inner, "listener") and hasattr(inner, "facts") else None
 
     async def complete(self, body: dict) -> dict:
         text = await asyncio.to_thread(self._answer, body)
@@ -154,3 +170,26 @@ class LocalReasoner:
 
     async def close(self) -> None:
         await asyncio.to_thread(self.reasoner.close)
+
+
+class ReasonerEar:
+    """The embedded reasoner on a clip as it arrives, as a realtime audio model takes it in: it hears the
+    clip as it comes (:class:`autagent.reasoners.hearing.HearingStream`; at the end, the whole clip's
+    facts) and starts reading the tools' provisional records and what it has heard so far, so that when
+    the clip ends its answer costs the reading of what changed.  Its answers are the whole clip's."""
+
+    rate = 16000
+
+    def __init__(self, reasoner):
+        self.reasoner, self.hearing = reasoner, reasoner.listener.stream()
+
+    def feed(self, samples) -> None:
+        self.hearing.feed(samples)
+
+    def peek(self, records: list[dict]) -> None:
+        for record in records:
+            self.reasoner.facts(record)
+        self.reasoner.text.encode([fact.text for fact in self.hearing.peek()])
+
+    def finish(self, samples, path: str) -> None:
+        self.hearing.finish(samples, path)

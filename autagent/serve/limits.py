@@ -1,0 +1,151 @@
+"""What keeps ``autagent serve`` inside its bounds for weeks: a request body read up to a limit (and
+only once the request is admitted), a clip's length read from its header (never by decoding and
+resampling it all), and the clips folder kept under a size, least recently used first.
+
+Every refusal is a :class:`Refused` with the status and the message the client gets."""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections import Counter, OrderedDict
+from contextlib import contextmanager
+from pathlib import Path
+
+import numpy as np
+
+
+class Refused(Exception):
+    """A request the service will not serve: its HTTP status, message and OpenAI error type."""
+
+    def __init__(self, status: int, message: str, kind: str, headers: dict | None = None):
+        super().__init__(message)
+        self.status, self.kind, self.headers = status, kind, headers or {}
+
+
+def body_limit(max_audio_bytes: int) -> int:
+    """The largest request body: the clip in base64 (4 bytes per 3) and 1 MiB for the rest."""
+    return 4 * -(-max_audio_bytes // 3) + (1 << 20)
+
+
+async def read_json(request, max_bytes: int) -> dict:
+    """The request's JSON object, read chunk by chunk and refused (413) as soon as it passes
+    ``max_bytes``; a declared ``Content-Length`` over the limit is refused before anything is read."""
+    too_big = Refused(413, f"the request body is over the {max_bytes}-byte limit", "invalid_request_error")
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise too_big
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > max_bytes:
+            raise too_big
+        chunks.append(chunk)
+    try:
+        body = json.loads(b"".join(chunks))
+    except ValueError:
+        raise Refused(400, "the body is not JSON", "invalid_request_error") from None
+    if not isinstance(body, dict):
+        raise Refused(400, "the body must be a JSON object", "invalid_request_error")
+    return body
+
+
+def clip_seconds(path: str | Path, max_seconds: float) -> float:
+    """The clip's length in seconds, from its header where the format has one (WAV, FLAC, OGG...),
+    checked for samples a tool can use by reading it block by block at its own rate (never resampled,
+    never held whole); formats without a usable header are decoded at most ``max_seconds`` + 1 s.
+    Raises :class:`tools.audio.AudioError` for a clip that cannot be used."""
+    import soundfile as sf
+
+    from tools.audio import SILENCE_PEAK, AudioError, check_file, load_audio
+
+    path = Path(path)
+    check_file(path)
+    try:
+        info = sf.info(str(path))
+        frames, rate = int(info.frames), int(info.samplerate)
+    except Exception:  # noqa: BLE001 - no header libsndfile reads: decode (capped) instead
+        frames = rate = 0
+    if frames <= 0 or rate <= 0:
+        audio = load_audio(path, None, max_seconds + 1.0)
+        return audio.duration
+    seconds = frames / rate
+    if seconds > max_seconds:
+        return seconds
+    peak = 0.0
+    try:
+        for block in sf.blocks(str(path), blocksize=1 << 16, dtype="float32", always_2d=True):
+            if not np.all(np.isfinite(block)):
+                raise AudioError(path, "samples contain NaN or infinity")
+            peak = max(peak, float(np.max(np.abs(block.mean(axis=1)))) if block.size else 0.0)
+    except AudioError:
+        raise
+    except Exception as err:  # noqa: BLE001 - a header that lies about its data
+        raise AudioError(path, f"cannot decode audio ({err})") from None
+    if peak < SILENCE_PEAK:
+        raise AudioError(path, f"audio is silent (peak {peak:.1e} < {SILENCE_PEAK:.0e})")
+    return seconds
+
+
+class AudioStore:
+    """The service's clips folder (files named by their content) under ``max_bytes``: once past it, the
+    least recently used clips are deleted, never one that a request in flight holds (:meth:`lease`).
+    Clips already in the folder when the service starts count from the start.  One service per folder."""
+
+    def __init__(self, folder: str | Path, max_bytes: int):
+        self.folder, self.max_bytes = Path(folder), max_bytes
+        self._files: OrderedDict[Path, int] = OrderedDict()
+        self._held: Counter[Path] = Counter()
+        self._lock = threading.Lock()
+        self.deleted = 0
+        found = []
+        for path in self.folder.iterdir() if self.folder.is_dir() else ():
+            try:
+                info = path.stat()
+            except OSError:  # gone meanwhile
+                continue
+            if path.is_file():
+                found.append((info.st_mtime, path, info.st_size))
+        for _, path, size in sorted(found):
+            self._files[path] = size
+        self._trim()
+
+    @property
+    def size(self) -> int:
+        return sum(self._files.values())
+
+    @contextmanager
+    def lease(self, path: str | Path):
+        """Hold ``path`` (a clip just stored) while a request uses it; it counts as the most recent."""
+        path = Path(path)
+        with self._lock:
+            try:
+                self._files[path] = path.stat().st_size
+                self._files.move_to_end(path)
+            except OSError:
+                pass
+            self._held[path] += 1
+        try:
+            yield path
+        finally:
+            with self._lock:
+                self._held[path] -= 1
+                if self._held[path] <= 0:
+                    del self._held[path]
+            self._trim()
+
+    def _trim(self) -> None:
+        with self._lock:
+            total = sum(self._files.values())
+            for path in list(self._files):
+                if total <= self.max_bytes:
+                    break
+                if path in self._held:
+                    continue
+                total -= self._files.pop(path)
+                try:
+                    os.unlink(path)
+                    self.deleted += 1
+                except OSError:
+                    pass

@@ -1,0 +1,395 @@
+"""``/v1/realtime``: the OpenAI Realtime API (GA events) on ``autagent serve``, text out, so that a voice
+client streams the clip while the user speaks and the tools start before the clip ends.
+
+A conversation, as the ``openai`` SDK's ``client.realtime.connect()`` (or any WebSocket client) runs it::
+
+    -> session.update {session: {type: "realtime", output_modalities: ["text"],
+                                 audio: {input: {format: {type: "audio/pcm", rate: 24000}}}}}
+    <- session.updated
+    -> conversation.item.create {item: {type: "message", role: "user",
+                                        content: [{type: "input_text", text: "Question?\\n(A) ...\\n(B) ..."}]}}
+    <- conversation.item.added, conversation.item.done
+    -> input_audio_buffer.append {audio: <base64 PCM16>}   ...as the user speaks
+    -> input_audio_buffer.commit
+    <- input_audio_buffer.committed, conversation.item.added
+    -> response.create
+    <- response.created, response.output_item.added, response.content_part.added,
+       response.output_text.delta, response.output_text.done, response.content_part.done,
+       response.output_item.done, response.done {response: {..., autagent: {...}}}
+
+The question may come before, during or after the audio (with none by ``response.create``, the
+clip's transcript is the question); its text is read as ``/v1/chat/completions`` reads a user's text.
+``response.done`` carries the HTTP answer's ``autagent`` block (tools, failed tools, plugin, seconds
+per stage) and ``tools_before_commit_share``, how much of the tools' work was done before the commit.
+Anything wrong is an ``error`` event (the Realtime API's shape) and the session goes on: a bad event,
+audio before ``session.update``, invalid base64, a buffer past its cap (``--max-audio-seconds``), a
+second ``response.create`` while one runs, a reasoner that fails (``response.done`` with status
+``failed`` too).  A closed socket stops its session's tool work and frees its audio.  At most
+``max_realtime_sessions`` sessions at once (more are told so and closed); a session idle for
+``realtime_idle_s`` is closed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import json
+import time
+
+from fastapi import WebSocket
+
+from . import events as ev
+
+MAX_RATE, MIN_RATE = 48000, 8000
+
+
+class Turn:
+    """One question and one clip: the plugin's stream session (or the bare audio without a plugin)."""
+
+    def __init__(self, plugin, rate: int, max_seconds: float, upstream=None):
+        self.plugin, self.rate, self.max_seconds = plugin, rate, max_seconds
+        hearing = getattr(upstream, "hearing", lambda: None)()  # a reasoner in process hears as the clip comes
+        listeners = [hearing] if hearing is not None else []
+        self.stream = plugin.stream(rate, max_seconds, listeners) if plugin is not None else None
+        self.pcm: list[bytes] = []  # without a plugin: the audio, for the upstream
+        self.received = 0
+        self.committed = False
+        self.item_id = ev.new_id("item")
+
+    def feed(self, pcm: bytes) -> None:
+        from tools.stream import ClipTooLong
+
+        if self.stream is not None:
+            self.stream.feed(pcm)
+        elif self.received + len(pcm) // 2 > int(self.max_seconds * self.rate):
+            raise ClipTooLong(f"the audio buffer would pass its cap of {self.max_seconds:g} s")
+        else:
+            self.pcm.append(pcm)
+        self.received += len(pcm) // 2
+
+    def close(self) -> None:
+        if self.stream is not None:
+            self.stream.close()
+        self.pcm = []
+
+
+def add_realtime(app, options, metrics, answer) -> None:
+    """Mount ``/v1/realtime`` on ``app``; ``answer(body)`` is the service's upstream call (a coroutine
+    giving a chat completion, raising ``UpstreamError``)."""
+    open_sessions = {"count": 0}
+
+    @app.websocket("/v1/realtime")
+    async def realtime(socket: WebSocket):
+        await socket.accept()
+        if open_sessions["count"] >= options.max_realtime_sessions:
+            metrics.errors.labels("rate_limit_error").inc()
+            await socket.send_text(
+                json.dumps(
+                    ev.error(
+                        f"too many realtime sessions (at most {options.max_realtime_sessions}): try again shortly",
+                        "session_limit_reached",
+                        "rate_limit_error",
+                    )
+                )
+            )
+            await socket.close(code=1013)
+            return
+        open_sessions["count"] += 1
+        conversation = Conversation(socket, options, metrics, answer, socket.query_params.get("model"))
+        try:
+            await conversation.run()
+        finally:
+            conversation.end()
+            open_sessions["count"] -= 1
+
+    app.state.realtime_sessions = open_sessions
+
+
+class Conversation:
+    def __init__(self, socket, options, metrics, answer, model: str | None):
+        self.socket, self.options, self.metrics, self.answer = socket, options, metrics, answer
+        self.plugin = options.plugin
+        self.model = model or "autagent"
+        self.session_id = ev.new_id("sess")
+        self.rate = 24000
+        self.instructions = ""
+        self.configured = False
+        self.user_text: str | None = None
+        self.turn: Turn | None = None
+        self.committed: Turn | None = None
+        self.responding: asyncio.Task | None = None
+        self.last_item: str | None = None
+
+    async def send(self, payload: dict) -> None:
+        await self.socket.send_text(json.dumps(payload))
+
+    async def fail(self, message: str, code: str, client_event=None, kind: str = "invalid_request_error") -> None:
+        self.metrics.errors.labels(kind).inc()
+        await self.send(ev.error(message, code, kind, (client_event or {}).get("event_id")))
+
+    def config(self) -> dict:
+        return ev.session_config(self.session_id, self.model, self.rate, self.instructions)
+
+    async def run(self) -> None:
+        from starlette.websockets import WebSocketDisconnect
+
+        await self.send(ev.event("session.created", session=self.config()))
+        while True:
+            try:
+                message = await asyncio.wait_for(self.socket.receive(), timeout=self.options.realtime_idle_s)
+            except TimeoutError:
+                await self.fail(f"the session was idle for {self.options.realtime_idle_s:g} s: closed", "idle_timeout")
+                await self.socket.close(code=1000)
+                return
+            except WebSocketDisconnect:
+                return
+            if message["type"] == "websocket.disconnect":
+                return
+            text = message.get("text")
+            if text is None:
+                await self.fail("send JSON text frames (a binary frame is not a Realtime event)", "invalid_event")
+                continue
+            try:
+                payload = json.loads(text)
+            except ValueError:
+                await self.fail("the event is not JSON", "invalid_json")
+                continue
+            try:
+                await self.handle(payload)
+            except Exception as err:  # noqa: BLE001 - the session and the service go on
+                await self.fail(f"internal error: {type(err).__name__}: {err}", "server_error", payload, "server_error")
+
+    async def handle(self, payload) -> None:
+        kind = payload.get("type") if isinstance(payload, dict) else None
+        if kind not in ev.CLIENT_EVENTS:
+            known = ", ".join(ev.CLIENT_EVENTS)
+            await self.fail(f"unknown event type {kind!r}: this service reads {known}", "unknown_event", payload)
+            return
+        await getattr(self, "on_" + kind.replace(".", "_"))(payload)
+
+    # -- client events ------------------------------------------------------------------------------
+    async def on_session_update(self, payload: dict) -> None:
+        session = payload.get("session")
+        if not isinstance(session, dict) or session.get("type") != "realtime":
+            await self.fail("session.update needs session.type 'realtime'", "invalid_session", payload)
+            return
+        modalities = session.get("output_modalities")
+        if modalities is not None and list(modalities) != ["text"]:
+            await self.fail("this service answers in text only: output_modalities ['text']", "invalid_session", payload)
+            return
+        fmt = ((session.get("audio") or {}).get("input") or {}).get("format")
+        rate = self.rate
+        if fmt is not None:
+            if not isinstance(fmt, dict) or fmt.get("type", "audio/pcm") != "audio/pcm":
+                await self.fail("the input audio format must be audio/pcm (16-bit mono)", "invalid_format", payload)
+                return
+            rate = fmt.get("rate", 24000)
+            if not isinstance(rate, int) or not MIN_RATE <= rate <= MAX_RATE:
+                await self.fail(f"audio/pcm rate must be {MIN_RATE} to {MAX_RATE} Hz", "invalid_format", payload)
+                return
+        if rate != self.rate and self.turn is not None and self.turn.received:
+            await self.fail("the audio format cannot change while audio is buffered", "invalid_format", payload)
+            return
+        self.rate, self.configured = rate, True
+        if isinstance(session.get("instructions"), str):
+            self.instructions = session["instructions"]
+        await self.send(ev.event("session.updated", session=self.config()))
+
+    async def on_conversation_item_create(self, payload: dict) -> None:
+        from ..reasoners.chat import BadRequest, question_and_choices
+
+        item = payload.get("item")
+        parts = item.get("content") if isinstance(item, dict) else None
+        if not isinstance(item, dict) or item.get("type") != "message" or item.get("role") != "user":
+            await self.fail(
+                "conversation.item.create takes a user message (type 'message', role 'user')", "invalid_item", payload
+            )
+            return
+        texts = [p.get("text") for p in parts or [] if isinstance(p, dict) and p.get("type") == "input_text"]
+        if not texts or not all(isinstance(t, str) for t in texts) or not "".join(texts).strip():
+            await self.fail(
+                "the user message needs input_text with the question (and its choices)", "invalid_item", payload
+            )
+            return
+        text = "\n".join(texts)
+        try:
+            question, choices = question_and_choices(text)
+        except BadRequest as err:
+            await self.fail(str(err), "invalid_item", payload)
+            return
+        self.user_text = text
+        target = self.committed if self.committed is not None and self.responding is None else self.turn
+        if target is not None and target.stream is not None:
+            target.stream.ask(question, choices)
+        item_id = item.get("id") or ev.new_id("item")
+        added = ev.user_item(item_id, [{"type": "input_text", "text": text}])
+        await self.send(ev.event("conversation.item.added", previous_item_id=self.last_item, item=added))
+        await self.send(ev.event("conversation.item.done", previous_item_id=self.last_item, item=added))
+        self.last_item = item_id
+
+    async def on_input_audio_buffer_append(self, payload: dict) -> None:
+        from tools.stream import ClipTooLong
+
+        from ..reasoners.chat import question_and_choices
+
+        if not self.configured:
+            await self.fail(
+                "send session.update (session.type 'realtime') before any audio", "session_not_configured", payload
+            )
+            return
+        try:
+            pcm = base64.b64decode(payload.get("audio") or "", validate=True)
+        except (binascii.Error, ValueError, TypeError):
+            await self.fail("input_audio_buffer.append: audio is not valid base64", "invalid_audio", payload)
+            return
+        if len(pcm) % 2:
+            await self.fail(
+                "input_audio_buffer.append: 16-bit PCM has an even number of bytes", "invalid_audio", payload
+            )
+            return
+        if self.turn is None:
+            self.turn = await asyncio.to_thread(
+                Turn, self.plugin, self.rate, self.options.max_audio_seconds, self.options.upstream
+            )
+            if self.user_text is not None and self.turn.stream is not None:
+                self.turn.stream.ask(*question_and_choices(self.user_text))
+        try:
+            self.turn.feed(pcm)
+        except ClipTooLong as err:
+            await self.fail(
+                f"{err}: this chunk was dropped; commit or clear the buffer", "input_audio_buffer_full", payload
+            )
+
+    async def on_input_audio_buffer_commit(self, payload: dict) -> None:
+        if self.turn is None or not self.turn.received:
+            await self.fail(
+                "the audio buffer is empty: append audio before committing it",
+                "input_audio_buffer_commit_empty",
+                payload,
+            )
+            return
+        if self.responding is not None:
+            await self.fail(
+                "a response is in progress: commit the next clip after response.done",
+                "conversation_already_has_active_response",
+                payload,
+            )
+            return
+        if self.committed is not None:
+            self.committed.close()  # a clip committed but never answered gives way to the new one
+        self.committed, self.turn = self.turn, None
+        self.committed.committed = True
+        if self.committed.stream is not None:
+            self.committed.stream.commit()
+        item = self.committed.item_id
+        await self.send(ev.event("input_audio_buffer.committed", previous_item_id=self.last_item, item_id=item))
+        audio = ev.user_item(item, [{"type": "input_audio", "transcript": None}])
+        await self.send(ev.event("conversation.item.added", previous_item_id=self.last_item, item=audio))
+        self.last_item = item
+
+    async def on_input_audio_buffer_clear(self, payload: dict) -> None:
+        if self.turn is not None:
+            self.turn.close()
+            self.turn = None
+        await self.send(ev.event("input_audio_buffer.cleared"))
+
+    async def on_response_create(self, payload: dict) -> None:
+        if self.responding is not None:
+            await self.fail(
+                "a response is already in progress: wait for response.done",
+                "conversation_already_has_active_response",
+                payload,
+            )
+            return
+        if self.committed is None:
+            await self.fail(
+                "no committed audio to answer: send input_audio_buffer.commit first", "no_committed_audio", payload
+            )
+            return
+        turn, self.committed = self.committed, None
+        self.responding = asyncio.create_task(self.respond(turn, self.user_text))
+        self.user_text = None
+
+    # -- the answer ---------------------------------------------------------------------------------
+    async def respond(self, turn: Turn, user_text: str | None) -> None:
+        try:
+            await self._respond(turn, user_text)
+        finally:
+            turn.close()
+            self.responding = None
+
+    async def _respond(self, turn: Turn, user_text: str | None) -> None:
+        from .upstream import UpstreamError
+
+        response_id, item_id = ev.new_id("resp"), ev.new_id("item")
+        started = time.perf_counter()
+        await self.send(ev.event("response.created", response=ev.response(response_id, "in_progress", [])))
+        try:
+            result = await self.result_of(turn)
+            body = {"model": self.model, "messages": result.messages(user_text or result.question)}
+            upstream_started = time.perf_counter()
+            with self.options.audio_store.lease(result.audio):  # the clip counts in the bounded folder
+                reply = await self.answer(body)
+            text = reply["choices"][0]["message"]["content"] or ""
+            info = self.autagent(result, time.perf_counter() - upstream_started, time.perf_counter() - started)
+        except (UpstreamError, ValueError) as err:
+            upstream = isinstance(err, UpstreamError)
+            if upstream:
+                self.metrics.upstream_errors.inc()
+            await self.fail(str(err), "response_failed", kind="server_error" if upstream else "invalid_request_error")
+            failed = {"type": "failed", "reason": "error", "error": {"type": "server_error", "message": str(err)}}
+            await self.send(ev.event("response.done", response=ev.response(response_id, "failed", [], details=failed)))
+            return
+        for payload in ev.text_events(response_id, item_id, text):
+            await self.send(payload)
+        done = ev.response(
+            response_id, "completed", [ev.assistant_item(item_id, text, "completed")], {"autagent": info}
+        )
+        await self.send(ev.event("response.done", response=done))
+        self.metrics.requests.labels("realtime", "200").inc()
+        self.last_item = item_id
+
+    async def result_of(self, turn: Turn):
+        """The committed clip's :class:`autagent.stream.StreamResult` (a bare one without a plugin)."""
+        if turn.stream is not None:
+            return await asyncio.wrap_future(turn.stream.result())
+        from pathlib import Path
+
+        import numpy as np
+
+        from tools.stream import wav_bytes
+
+        from ..reasoners.chat import store_audio
+        from ..stream import StreamResult
+
+        if not turn.pcm:
+            raise ValueError("the audio buffer is empty: append audio before committing it")
+        raw = wav_bytes(np.frombuffer(b"".join(turn.pcm), dtype="<i2"), turn.rate)
+        folder = Path(self.options.audio_dir)
+        path = await asyncio.to_thread(store_audio, raw, "wav", folder, self.options.max_audio_bytes)
+        return StreamResult(str(path), "", (), [], [])
+
+    def autagent(self, result, upstream_s: float, total_s: float) -> dict:
+        if self.plugin is None:
+            return {}
+        for tool in result.failed:
+            self.metrics.tool_errors.labels(tool).inc()
+        seconds = {**result.seconds, "upstream": round(upstream_s, 4), "total_after_response_create": round(total_s, 4)}
+        return {
+            "tools": result.tools,
+            "tools_failed": result.failed,
+            "plugin": self.plugin.content_hash,
+            "seconds": seconds,
+            "first_tools": result.first_tools,
+            "tools_before_commit_share": round(result.before_commit_share, 3),
+        }
+
+    def end(self) -> None:
+        """The socket closed: stop the tool work and free the audio."""
+        for turn in (self.turn, self.committed):
+            if turn is not None:
+                turn.close()
+        if self.responding is not None:
+            self.responding.cancel()
+        self.turn = self.committed = None

@@ -1,0 +1,472 @@
+"""``autagent serve`` for weeks: a body is read only once admitted and only up to its limit; clip work
+runs off the event loop; requests run side by side; a streamed answer keeps its slot and ends with an
+error event when the upstream fails; unknown and mistyped fields are 400s while vLLM's sampling
+fields pass through; every cache is bounded; clips longer than the tools hear are refused; remote
+audio never reaches a private address unless allowed."""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import pytest
+from test_serve import TOOLS, InThread, _message, _plugin
+
+
+@pytest.fixture(scope="module")
+def quiet_plugin(tmp_path_factory):
+    return _plugin(tmp_path_factory.mktemp("hardening") / "quiet", [-5.0] * len(TOOLS))
+
+
+@pytest.fixture(scope="module")
+def tempo_plugin(tmp_path_factory):
+    return _plugin(tmp_path_factory.mktemp("hardening") / "tempo", [-5.0, -5.0, -5.0, 5.0, -5.0, -5.0])
+
+
+def _options(plugin, tmp: Path, upstream=None, overrides=None, **limits):
+    from autagent.config import load_config
+    from autagent.serve import build
+
+    config = load_config(
+        None,
+        {
+            "answer_cache_dir": str(tmp / "answers"),
+            "tools.cache_dir": str(tmp / "tools"),
+            "tools.executor": "local",
+            **(overrides or {}),
+        },
+    )
+    return build(
+        config,
+        None if upstream else "embedded",
+        upstream,
+        str(plugin),
+        None,
+        audio_dir=str(tmp / "audio"),
+        max_retries=0,
+        timeout_s=10.0,
+        **limits,
+    )
+
+
+def _service(plugin, tmp, upstream=None, overrides=None, **limits) -> InThread:
+    from autagent.serve import create_app
+
+    return InThread(create_app(_options(plugin, tmp, upstream, overrides, **limits)))
+
+
+class Upstream(threading.Thread):
+    """A stand-in upstream that keeps every body it was sent: ``echo`` answers "ok"; ``drip`` streams one chunk,
+    then the rest once ``release`` is set; ``broken`` sends one chunk of a longer declared body and hangs up; ``junk``
+    answers HTML; ``flaky`` answers HTML the first time, then as ``echo``."""
+
+    def __init__(self, mode: str):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        seen = self.seen = []
+        release = self.release = threading.Event()
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def do_POST(self):  # noqa: N802 - http.server API
+                seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
+                if mode == "junk" or (mode == "flaky" and len(seen) == 1):
+                    self.send_response(200)
+                    self.send_header("Content-Type", "text/html")
+                    self.send_header("Content-Length", "9")
+                    self.end_headers()
+                    self.wfile.write(b"<html>502")
+                    return
+                if mode in ("echo", "flaky"):
+                    body = json.dumps(
+                        {"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]}
+                    ).encode()
+                    self.send_response(200)
+                    self.send_header("Content-Type", "application/json")
+                    self.send_header("Content-Length", str(len(body)))
+                    self.end_headers()
+                    self.wfile.write(body)
+                    return
+                chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
+                line = lambda text: (
+                    f"data: {json.dumps(chunk | {'choices': [{'index': 0, 'delta': {'content': text}}]})}\n\n"
+                )  # noqa: E731
+                self.send_response(200)
+                self.send_header("Content-Type", "text/event-stream")
+                if mode == "broken":
+                    self.send_header("Content-Length", "100000")  # more than is ever sent: a cut-off body
+                else:
+                    self.send_header("Connection", "close")  # the body ends when the connection does
+                self.end_headers()
+                self.wfile.write(line("o").encode())
+                self.wfile.flush()
+                if mode == "drip":
+                    release.wait(timeout=30)
+                    self.wfile.write((line("k") + "data: [DONE]\n\n").encode())
+                    self.wfile.flush()
+                self.close_connection = True
+
+            def log_message(self, *args):
+                pass
+
+        super().__init__(daemon=True)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.start()
+
+    def run(self):
+        self.httpd.serve_forever()
+
+
+def _settled(url: str) -> bool:
+    """``/health`` reports nothing in flight (within 5 s: a finished stream lets go of its slot)."""
+    deadline = time.time() + 5
+    while httpx.get(url + "/health").json()["in_flight"] and time.time() < deadline:
+        time.sleep(0.05)
+    return httpx.get(url + "/health").json()["in_flight"] == 0
+
+
+def _raw_post(url: str, head: bytes, body: bytes, wait: float = 8.0) -> bytes:
+    """Send a request line, headers and (part of) a body over a socket; the status line that comes back."""
+    host, port = url.split("//")[1].split(":")
+    with socket.create_connection((host, int(port)), timeout=wait) as sock:
+        sock.sendall(head + body)
+        try:
+            return sock.recv(200)
+        except TimeoutError:
+            return b"(no answer)"
+
+
+def test_a_full_service_refuses_before_reading_the_body_and_a_declared_oversize_at_once(
+    quiet_plugin, tmp_path, melody_wav
+):
+    slow = Upstream("drip")
+    service = _service(
+        quiet_plugin, tmp_path, upstream=slow.url, max_concurrency=1, max_queue=0, max_audio_bytes=600_000
+    )
+    body = {"model": "m", "stream": True, "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
+    try:
+        with httpx.stream("POST", service.url + "/v1/chat/completions", json=body, timeout=30) as busy:
+            lines = busy.iter_lines()
+            first = next(lines)  # the one slot is taken while this stream runs
+            assert httpx.get(service.url + "/health").json()["in_flight"] == 1, (
+                first,
+                slow.release.is_set(),
+                list(lines),
+            )
+            head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            partial = _raw_post(service.url, head + b"Content-Length: 100000\r\n\r\n", b'{"model": ')
+            assert partial.startswith(b"HTTP/1.1 429"), partial
+            slow.release.set()
+            assert [line for line in lines if line][-1] == "data: [DONE]"
+        assert _settled(service.url)
+        huge = _raw_post(service.url, head + b"Content-Length: 1000000000\r\n\r\n", b"{")
+        assert huge.startswith(b"HTTP/1.1 413"), huge
+        chunked = httpx.post(  # no Content-Length: refused once what came passes the limit
+            service.url + "/v1/chat/completions", content=iter([b"[" + b"0," * 1_000_000 + b"0]"]), timeout=60
+        )
+        assert chunked.status_code == 413 and "byte limit" in chunked.json()["error"]["message"]
+        assert _settled(service.url)
+    finally:
+        service.stop()
+        slow.httpd.shutdown()
+
+
+def test_the_clip_is_decoded_hashed_and_stored_off_the_event_loop_and_its_length_read_from_the_header(
+    quiet_plugin, tmp_path, melody_wav, click_wav, monkeypatch
+):
+    import tools.audio
+    from autagent.reasoners import chat
+
+    where, store = [], chat.store_audio
+
+    def watched(*args):
+        where.append(threading.get_ident())
+        return store(*args)
+
+    monkeypatch.setattr(chat, "store_audio", watched)
+    echo = Upstream("echo")
+    service = _service(quiet_plugin, tmp_path, upstream=echo.url, max_audio_seconds=5.0)
+    try:
+        ok = httpx.post(
+            service.url + "/v1/chat/completions",
+            json={"model": "m", "messages": _message(melody_wav[0], "Which?", ["one", "two"])},
+            timeout=60,
+        )
+        assert ok.status_code == 200 and where and service.thread.ident not in where
+
+        def no_decoding(*args, **kwargs):
+            raise AssertionError("the whole clip was decoded to read its length")
+
+        monkeypatch.setattr(tools.audio, "_read_any", no_decoding)
+        long = httpx.post(
+            service.url + "/v1/chat/completions",
+            json={"model": "m", "messages": _message(click_wav[0], "Which?", ["one", "two"])},
+            timeout=60,
+        )
+        assert long.status_code == 400 and "longer than 5 s" in long.json()["error"]["message"], long.text
+    finally:
+        service.stop()
+        echo.httpd.shutdown()
+
+
+def test_eight_requests_run_side_by_side_on_a_service_of_eight(quiet_plugin, tmp_path, melody_wav):
+    """No lock is shared by all requests and the worker threads are as many as the requests let in."""
+    from autagent.serve import create_app
+
+    echo = Upstream("echo")
+    options = _options(quiet_plugin, tmp_path, upstream=echo.url, max_concurrency=8)
+    together = threading.Barrier(8, timeout=30)
+    augment = options.plugin.augment_query
+
+    def waits_for_the_others(messages, query):
+        together.wait()  # raises BrokenBarrierError unless all eight are in here at once
+        return augment(messages, query)
+
+    options.plugin.augment_query = waits_for_the_others
+    service = InThread(create_app(options))
+    body = {"model": "m", "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
+    replies = [None] * 8
+
+    def client(i):
+        replies[i] = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=60)
+
+    try:
+        threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [r.status_code for r in replies] == [200] * 8, [r.text[:200] for r in replies]
+    finally:
+        service.stop()
+        echo.httpd.shutdown()
+
+
+def test_a_streamed_answer_keeps_its_slot_and_an_upstream_failing_mid_stream_ends_it_with_an_error_event(
+    quiet_plugin, tmp_path, melody_wav
+):
+    import openai
+
+    drip, broken = Upstream("drip"), Upstream("broken")
+    body = {"model": "m", "stream": True, "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
+    service = _service(quiet_plugin, tmp_path, upstream=drip.url, max_concurrency=1, max_queue=0)
+    try:
+        with httpx.stream("POST", service.url + "/v1/chat/completions", json=body, timeout=30) as running:
+            lines = running.iter_lines()
+            assert next(lines).startswith("data: ")
+            assert httpx.get(service.url + "/health").json()["in_flight"] == 1
+            second = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=30)
+            assert second.status_code == 429
+            drip.release.set()
+            assert [line for line in lines if line][-1] == "data: [DONE]"
+        assert _settled(service.url)
+    finally:
+        service.stop()
+    service = _service(quiet_plugin, tmp_path, upstream=broken.url)
+    try:
+        client = openai.OpenAI(base_url=service.url + "/v1", api_key="unused", max_retries=0)
+        stream = client.chat.completions.create(model="m", stream=True, messages=body["messages"])
+        with pytest.raises(openai.APIError, match="the upstream failed mid-stream"):
+            for _ in stream:
+                pass
+        assert _settled(service.url)
+        assert "autagent_upstream_errors_total 1.0" in httpx.get(service.url + "/metrics").text
+    finally:
+        service.stop()
+        drip.httpd.shutdown()
+        broken.httpd.shutdown()
+
+
+def test_unknown_or_mistyped_fields_are_400s_and_vllm_sampling_fields_pass_through(quiet_plugin, tmp_path, melody_wav):
+    echo = Upstream("echo")
+    service = _service(quiet_plugin, tmp_path, upstream=echo.url)
+    messages = _message(melody_wav[0], "Which is it?", ["one", "two"])
+    url = service.url + "/v1/chat/completions"
+    try:
+        ok = httpx.post(url, json={"model": "m", "messages": messages, "top_k": 20, "temperature": 0.2}, timeout=60)
+        assert ok.status_code == 200, ok.text
+        assert echo.seen[-1]["top_k"] == 20 and echo.seen[-1]["temperature"] == 0.2 and "choices" not in echo.seen[-1]
+        for body, words in (
+            ({"messages": messages}, "'model' is required"),
+            ({"model": "m", "messages": messages, "temperature": "hot"}, "'temperature' must be number"),
+            ({"model": "m", "messages": messages, "stream": "yes"}, "'stream' must be bool"),
+            ({"model": "m", "messages": messages, "frobnicate": 1}, "unknown request field 'frobnicate'"),
+        ):
+            reply = httpx.post(url, json=body, timeout=60)
+            assert reply.status_code == 400 and words in reply.json()["error"]["message"], reply.text
+        assert len(echo.seen) == 1
+    finally:
+        service.stop()
+        echo.httpd.shutdown()
+
+
+def test_clips_longer_than_the_tools_hear_are_refused_unless_the_service_says_so(tempo_plugin, tmp_path, click_wav):
+    body = {"model": "m", "messages": _message(click_wav[0], "What is the tempo?", ["60 BPM", "120 BPM"])}  # 10 s
+    service = _service(tempo_plugin, tmp_path, overrides={"tools.max_seconds": 5.0})
+    try:
+        refused = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=60)
+        assert refused.status_code == 400, refused.text
+        assert "longer than 5 s (the tools hear at most that)" in refused.json()["error"]["message"]
+    finally:
+        service.stop()
+    service = _service(tempo_plugin, tmp_path, overrides={"tools.max_seconds": 5.0}, max_audio_seconds=20.0)
+    try:
+        reply = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=120).json()
+        assert reply["autagent"]["tools"] == ["tempo"] and reply["autagent"]["tools_heard_s"] == 5.0
+    finally:
+        service.stop()
+
+
+def test_the_clips_folder_stays_under_its_size_over_a_long_run(quiet_plugin, tmp_path, melody_wav):
+    import soundfile as sf
+
+    samples, rate = sf.read(str(melody_wav[0]))
+    echo = Upstream("echo")
+    clip_bytes = Path(melody_wav[0]).stat().st_size
+    service = _service(quiet_plugin, tmp_path, upstream=echo.url, audio_cache_bytes=3 * clip_bytes + 100)
+    try:
+        for k in range(8):
+            path = tmp_path / f"clip{k}.wav"
+            sf.write(str(path), samples * (0.5 + 0.05 * k), rate)  # eight different clips of the same size
+            reply = httpx.post(
+                service.url + "/v1/chat/completions",
+                json={"model": "m", "messages": _message(path, "Which?", ["one", "two"])},
+                timeout=60,
+            )
+            assert reply.status_code == 200
+            stored = list((tmp_path / "audio").iterdir())
+            assert sum(p.stat().st_size for p in stored) <= 3 * clip_bytes + 100 and len(stored) <= 3
+    finally:
+        service.stop()
+        echo.httpd.shutdown()
+
+
+def test_remote_audio_never_reaches_a_private_or_loopback_address_unless_allowed(quiet_plugin, tmp_path, melody_wav):
+    import asyncio
+
+    from autagent.reasoners.chat import BadRequest
+    from autagent.serve.remote import fetch
+
+    clip = Path(melody_wav[0]).read_bytes()
+
+    def handler(request):
+        if request.url.host == "audio.example":
+            return httpx.Response(302, headers={"location": "http://127.0.0.1:8080/secret.wav"})
+        return httpx.Response(200, content=clip)
+
+    public = {"audio.example": ["93.184.216.34"]}.get
+    resolver = lambda host: public(host) or [host]  # noqa: E731
+    transport = httpx.MockTransport(handler)
+    with pytest.raises(BadRequest, match="private or loopback address"):
+        asyncio.run(fetch("http://audio.example/a.wav", 1 << 20, False, resolver, transport))
+    fetched = asyncio.run(fetch("http://audio.example/a.wav", 1 << 20, True, resolver, transport))
+    assert fetched == clip
+
+    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+
+    class Quiet(SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    files = ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: Quiet(*a, directory=str(Path(melody_wav[0]).parent)))
+    threading.Thread(target=files.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{files.server_address[1]}/{Path(melody_wav[0]).name}"
+    echo = Upstream("echo")
+    messages = [
+        {
+            "role": "user",
+            "content": [
+                {"type": "audio_url", "audio_url": {"url": url}},
+                {"type": "text", "text": "Which?\n(A) a\n(B) b"},
+            ],
+        }
+    ]
+    try:
+        for allow_private, status in ((False, 400), (True, 200)):
+            service = _service(
+                quiet_plugin,
+                tmp_path,
+                upstream=echo.url,
+                allow_remote_audio=True,
+                allow_private_audio_hosts=allow_private,
+            )
+            try:
+                reply = httpx.post(
+                    service.url + "/v1/chat/completions", json={"model": "m", "messages": messages}, timeout=60
+                )
+                assert reply.status_code == status, reply.text
+                if status == 400:
+                    assert "private or loopback" in reply.json()["error"]["message"]
+            finally:
+                service.stop()
+    finally:
+        files.shutdown()
+        echo.httpd.shutdown()
+
+
+def test_every_in_memory_cache_stays_under_its_bound_over_a_long_run(tmp_path, monkeypatch):
+    from autagent.data.sample import Sample
+    from autagent.encoders import AudioEncoder, TextEncoder
+    from autagent.reasoners import base, embedded, hearing
+    from autagent.reasoners.base import CachedReasoner, Reply
+    from tools.memo import BoundedMemo
+
+    memo = BoundedMemo(4, max_bytes=1000, size=len)
+    for k in range(100):
+        memo[k] = "x" * (k % 300)
+        assert len(memo) <= 4 and memo.bytes <= 1000
+    assert 99 in memo and 0 not in memo
+
+    text = TextEncoder(memo_items=16)
+    texts = [f"sentence number {k}" for k in range(100)]
+    vectors = np.concatenate([text.encode(texts[i : i + 7]) for i in range(0, 100, 7)])
+    assert len(text._memo) <= 16
+    assert np.allclose(vectors[:3], TextEncoder(memo_items=16).encode(texts[:3]), atol=1e-5)
+
+    class Inner:
+        name = "fake"
+
+        def fingerprint(self):
+            return "fake-1"
+
+        def answer_many(self, requests):
+            return [Reply(s.question.upper()) for s, _ in requests]
+
+    monkeypatch.setattr(base, "audio_identity", lambda path: "clip")
+    answers = CachedReasoner(Inner(), tmp_path / "answers", max_memory_answers=5)
+    for k in range(60):
+        sample = Sample(id=str(k), audio=str(tmp_path / "none.wav"), question=f"q{k}", choices=("a", "b"), answer="a")
+        assert answers.answer(sample, None) == f"Q{k}"
+        assert len(answers._answers) <= 5
+    answers.close()
+    reloaded = CachedReasoner(Inner(), tmp_path / "answers", max_memory_answers=5)
+    assert len(reloaded._answers) == 5  # the file keeps all 60; memory loads the last five
+
+    rng = np.random.default_rng(0)
+    clips = []
+    for k in range(4):
+        import soundfile as sf
+
+        path = tmp_path / f"noise{k}.wav"
+        sf.write(str(path), 0.1 * rng.standard_normal(16000).astype(np.float32), 16000)
+        clips.append(str(path))
+    audio = AudioEncoder(memo_items=2)
+    monkeypatch.setattr(hearing, "HEARD_CLIPS", 2)
+    listener = hearing.Listener()
+    for path in clips:
+        audio.encode_path(path)
+        listener.listen(path)
+        assert len(audio._memo) <= 2 and len(listener._memo) <= 2
+    monkeypatch.setattr(embedded, "FACTS_MEMO_BYTES", 20_000)
+    reader = embedded.EmbeddedReasoner()
+    for k in range(30):
+        reader.facts({"tool": "tempo", "output": {"bpm": 60.0 + k, "beats": [0.5 * i for i in range(8)]}})
+        assert reader._facts.bytes <= 20_000
+    assert len(reader._facts) < 30
