@@ -50,6 +50,8 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .familiarity import fit_bank, nearest
+
 INPUTS = ("question", "choices", "audio")
 CHOICE_STATS = 5
 VETO_INIT = 3.0
@@ -220,25 +222,11 @@ class Router(nn.Module):
         each training query's to its nearest other one). Returns input -> cut."""
         cuts = {}
         for name, share in self.config.unfamiliar_fallback.items():
-            bank = torch.unique(self._identity(train, name), dim=0)
-            if dev is not None and len(dev):
-                nearest = self._nearest(dev, name, bank)
-            else:
-                sims = (bank @ bank.T).fill_diagonal_(-2.0)
-                nearest = sims.amax(-1)
-            cut = torch.quantile(nearest, float(share))
+            bank, cut = fit_bank(train, self.familiar_columns[name], share, dev)
             setattr(self, f"familiar_{name}_bank", bank)
             setattr(self, f"familiar_{name}_cut", cut)
             cuts[name] = round(float(cut), 4)
         return cuts
-
-    def _identity(self, features: torch.Tensor, name: str) -> torch.Tensor:
-        start, end = self.familiar_columns[name]
-        return nn.functional.normalize(features[:, start:end].float(), dim=-1)
-
-    def _nearest(self, features: torch.Tensor, name: str, bank: torch.Tensor) -> torch.Tensor:
-        """``[B]`` each query's cosine (input ``name``) to its nearest row of ``bank``."""
-        return (self._identity(features, name) @ bank.T).amax(-1)
 
     def unfamiliar(self, features: torch.Tensor) -> dict[str, torch.Tensor]:
         """Input -> ``[B]`` bool: the queries whose input is less like any training query's than the cut."""
@@ -246,7 +234,7 @@ class Router(nn.Module):
         for name in self.familiar_columns:
             bank = getattr(self, f"familiar_{name}_bank")
             if len(bank):
-                out[name] = self._nearest(features, name, bank) < getattr(self, f"familiar_{name}_cut")
+                out[name] = nearest(features, self.familiar_columns[name], bank) < getattr(self, f"familiar_{name}_cut")
         return out
 
     def blank_unfamiliar(self, features: torch.Tensor) -> torch.Tensor:
