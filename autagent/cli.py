@@ -302,8 +302,10 @@ def cmd_plugin_backoff(args) -> int:
     from .backoff_fit import backoff_copy
     from .pipeline import load_splits
 
-    splits = load_splits(_config(args))
-    settings = {k: v for k, v in {"rule": args.rule, "calibration": args.calibration}.items() if v}
+    config = _config(args)
+    splits = load_splits(config)
+    flags = {k: v for k, v in {"rule": args.rule, "calibration": args.calibration}.items() if v}
+    settings = {**config.policy.router.backoff, **flags}  # the config's policy.router.backoff, then the flags
     summary = backoff_copy(args.directory, args.out, splits.train, splits.dev, settings)
     _print({"plugin": args.out, **{k: v for k, v in summary.items() if k != "curve"}})
     return 0

@@ -50,6 +50,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .backoff import BackoffConfig
 from .familiarity import fit_bank, nearest
 
 INPUTS = ("question", "choices", "audio")
@@ -115,6 +116,11 @@ class RouterConfig:
     decides from the inputs it knows rather than from an embedding region it never saw. The training
     embeddings and the cut are kept in the plugin. Off by default (docs/results.md, "Unfamiliar
     choices")."""
+    backoff: dict = field(default_factory=dict)
+    """After training, fit the plugin's back-off (:class:`autagent.policies.router.backoff.BackoffConfig`'s
+    fields, e.g. ``{rule: fill}``): a query whose question or choices are worded unlike training is
+    decided by the zero-shot head instead of left to the router, with a cut calibrated on held-out
+    phrasings. Empty (the default): no back-off (docs/results.md, "Backing off on unfamiliar wording")."""
 
     def __post_init__(self):
         unknown = [x for x in self.inputs if x not in INPUTS]
@@ -142,6 +148,8 @@ class RouterConfig:
         # an input the router does not read has nothing to blank (the input ablations keep the rest)
         self.input_dropout = {k: v for k, v in self.input_dropout.items() if k in self.inputs}
         self.unfamiliar_fallback = {k: v for k, v in self.unfamiliar_fallback.items() if k in self.inputs}
+        if self.backoff:
+            BackoffConfig(**self.backoff)  # a bad key or value is an error at load, not after training
         if not isinstance(self.ensemble, int) or self.ensemble < 1:
             raise ValueError(f"policy.router.ensemble must be an integer >= 1, got {self.ensemble!r}")
         if self.hidden < 1:
