@@ -218,6 +218,10 @@ def test_familiar_queries_keep_the_routers_selection_bit_for_bit_under_either_ru
         assert torch.equal(parts.selection, router.select(features))
         new = backoff.decide(router, head, _unfamiliar_features(featurizer), descriptions)
         assert new.unfamiliar.all() and not torch.equal(new.selection, new.router_selection)
+        mixed = torch.cat([features[:4], _unfamiliar_features(featurizer)])  # the fast path, row by row alike
+        assert torch.equal(
+            backoff.selection(router, head, mixed, descriptions), torch.cat([parts.selection[:4], new.selection])
+        )
 
 
 def test_calibration_sets_the_offset_with_the_best_f1_and_the_lowest_on_a_tie():

@@ -129,6 +129,17 @@ class Backoff(nn.Module):
         parts.selection = self.select(parts, float(self.offset))
         return parts
 
+    @torch.no_grad()
+    def selection(self, router, head, features: torch.Tensor, descriptions: torch.Tensor) -> torch.Tensor:
+        """What :meth:`decide` selects, with the head and the router's probabilities computed only for the
+        unfamiliar queries (a batch of familiar ones costs the router and two nearest-neighbour lookups)."""
+        chosen = router.select(features)
+        unfamiliar = torch.stack([mask for _, mask in self.familiarity(features).values()]).any(0)
+        if unfamiliar.any():
+            rows = unfamiliar.nonzero().squeeze(1)
+            chosen[rows] = self.decide(router, head, features[rows], descriptions).selection
+        return chosen
+
     def select(self, parts: Decision, offset: float) -> torch.Tensor:
         """``[B, T]`` 0/1: the router's selection on familiar queries, the rule's on unfamiliar ones."""
         head_p = parts.head_probabilities(offset)

@@ -224,7 +224,7 @@ def select_with_head(
     if backoff is None:
         chosen = router.select(features)
     else:
-        chosen = backoff[0].decide(router, backoff[1], features, descriptions).selection
+        chosen = backoff[0].selection(router, backoff[1], features, descriptions)
     if head is None:
         return chosen
     added = added_logits(head, features, descriptions, chosen.shape[1]) > 0
