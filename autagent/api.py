@@ -79,6 +79,12 @@ class Plugin:
         probabilities = getattr(self.plugin, "probabilities", None)
         return probabilities(str(audio), question, tuple(choices)) if probabilities else None
 
+    def explain(self, audio: str, question: str, choices=()) -> dict | None:
+        """Why these tools: unfamiliar inputs and, per tool, probabilities and whether the back-off decided
+        (a router's; None for an LM agent)."""
+        explain = getattr(self.plugin, "explain", None)
+        return explain(str(audio), question, tuple(choices)) if explain else None
+
     def read(self, messages, choices=None) -> ChatQuery:
         """The clip (stored by content), question and choices of a chat request."""
         query = read_query(messages, choices, self.audio_dir, self.max_audio_bytes)

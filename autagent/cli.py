@@ -225,6 +225,8 @@ def cmd_select(args) -> int:
     reply = {"tools": plugin.select(args.audio, args.question, choices)}
     if hasattr(plugin, "probabilities"):  # the router has per-tool probabilities; the LM writes a list
         reply["probabilities"] = plugin.probabilities(args.audio, args.question, choices)
+    if args.explain and hasattr(plugin, "explain"):  # unfamiliar inputs; per tool, who decided (the router)
+        reply["explain"] = plugin.explain(args.audio, args.question, choices)
     print(json.dumps(reply))
     return 0
 
@@ -300,9 +302,22 @@ def cmd_plugin_sign(args) -> int:
     return 0
 
 
+def cmd_plugin_backoff(args) -> int:
+    from .backoff_fit import backoff_copy
+    from .pipeline import load_splits
+
+    config = _config(args)
+    splits = load_splits(config)
+    flags = {k: v for k, v in {"rule": args.rule, "calibration": args.calibration}.items() if v}
+    settings = {**config.policy.router.backoff, **flags}  # the config's policy.router.backoff, then the flags
+    summary = backoff_copy(args.directory, args.out, splits.train, splits.dev, settings)
+    _print({"plugin": args.out, **{k: v for k, v in summary.items() if k != "curve"}})
+    return 0
+
+
 def cmd_check_selection(args) -> int:
     from .plugin import load
-    from .selection_check import check, description_selector, load_labelled, table
+    from .selection_check import check, description_selector, load_labelled, per_tool_table, table
 
     items = load_labelled(args.queries, args.audio_dir)
     selectors, tools = {}, None
@@ -313,6 +328,7 @@ def cmd_check_selection(args) -> int:
     selectors["Tools-with-Descriptions"] = description_selector(tools)
     result = check(selectors, items, args.optional or ())
     print(table(result))
+    print(per_tool_table(result))
     if args.out:
         Path(args.out).write_text(json.dumps(result, indent=2))
     return 0
@@ -437,6 +453,7 @@ def build_parser() -> argparse.ArgumentParser:
     sel.add_argument("--question", required=True)
     sel.add_argument("--choices", nargs="*", help="the answer choices (the router reads them)")
     sel.add_argument("--profile", choices=["embedded", "cluster"])
+    sel.add_argument("--explain", action="store_true", help="per tool: probabilities, unfamiliar input, back-off")
     sel.set_defaults(func=cmd_select)
 
     ans = with_pin(with_config(sub.add_parser("answer", help="select tools with a plugin, run them, ask a reasoner")))
@@ -462,6 +479,12 @@ def build_parser() -> argparse.ArgumentParser:
     sgn.add_argument("directory")
     sgn.add_argument("--key", required=True)
     sgn.set_defaults(func=cmd_plugin_sign)
+    bko = with_config(plugin.add_parser("backoff", help="a copy of a router plugin with a fitted back-off"))
+    bko.add_argument("directory")
+    bko.add_argument("--out", required=True, help="the new plugin folder (must not exist)")
+    bko.add_argument("--rule", choices=["vote", "fill"], help="how the zero-shot head speaks (default vote)")
+    bko.add_argument("--calibration", help="labelled phrasings for the cut (JSONL; default the project's own)")
+    bko.set_defaults(func=cmd_plugin_backoff)
 
     cs = sub.add_parser("check-selection", help="a plugin's tool choices on a hand-labelled question set (transfer)")
     cs.add_argument("--plugin", action="append", required=True, help="a plugin folder (repeat to compare)")

@@ -381,6 +381,11 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False) -> d
         )
         if not state.is_main_process:
             return None
+        if config.policy.kind == "router" and config.policy.router.backoff:  # fitted on the plugin, not trained
+            from .backoff_fit import fit_backoff
+
+            fitted = fit_backoff(plugin_dir, splits.train, splits.dev, config.policy.router.backoff)
+            summary["backoff"] = {k: v for k, v in fitted.items() if k != "curve"}
         if config.policy.kind == "router":
             from .report import plot_training
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import glob
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import yaml
@@ -175,6 +176,49 @@ def test_an_ensemble_trains_its_members_apart_resumes_each_and_selects_by_their_
         from autagent.policies.router.model import RouterConfig
 
         RouterConfig(ensemble=0)
+
+
+@pytest.mark.slow
+def test_a_router_run_fits_its_backoff_on_the_plugin_and_autagent_plugin_backoff_on_a_copy(
+    tiny_config, tmp_path, capsys
+):
+    """``policy.router.backoff``: after training the plugin gains ``backoff.safetensors`` (familiarity
+    banks from the run's own queries, the cut from the calibration phrasings) before the test split is
+    evaluated; ``autagent plugin backoff`` fits one onto a copy and never overwrites a folder."""
+    from autagent.plugin import load
+    from autagent.policies.router.backoff import OFFSETS
+    from autagent.policies.router.plugin import BACKOFF_FILE
+
+    config, run_dir = tiny_config
+    calibration = tmp_path / "calibration.jsonl"
+    rows = [  # written for this test
+        ("At what hour does the announcer say the shop opens?", ["seven", "nine"], "speech", ["asr"]),
+        ("Is the tune climbing or falling at the end?", ["climbing", "falling"], "music", ["pitch"]),
+        ("Is the speaker a man or a woman?", ["a man", "a woman"], "speech", []),
+    ]
+    calibration.write_text(
+        "".join(
+            json.dumps({"id": f"c{i}", "question": q, "choices": c, "domain": d, "tools": t}) + "\n"
+            for i, (q, c, d, t) in enumerate(rows)
+        )
+    )
+    audio = Path(__file__).resolve().parent.parent / ".cache" / "tests" / "stand-in-audio"  # made once
+    settings = f"policy.router.backoff={{rule: fill, calibration: {calibration}, audio_dir: {audio}}}"
+    assert main(["train", "--config", str(config), "--set", settings]) == 0
+    fitted = json.loads((run_dir / "metrics.json").read_text())["training"]["backoff"]
+    assert fitted["calibration_file"]["items"] == 3 and fitted["offset"] in OFFSETS
+    assert set(fitted["cuts"]) == {"question", "choices"} and "curve" not in fitted
+    manifest = json.loads((run_dir / "plugin" / "manifest.json").read_text())
+    assert manifest["backoff"]["config"]["rule"] == "fill" and BACKOFF_FILE in manifest["files"]
+    assert len(manifest["backoff"]["curve"]) == len(OFFSETS) and load(run_dir / "plugin").backoff is not None
+    copy = tmp_path / "copy"
+    command = ["plugin", "backoff", str(run_dir / "plugin"), "--out", str(copy), "--config", str(config)]
+    capsys.readouterr()
+    where = f"policy.router.backoff={{audio_dir: {audio}}}"
+    assert main([*command, "--calibration", str(calibration), "--set", where]) == 0
+    printed = json.loads(capsys.readouterr().out)["content_hash"]
+    assert printed == json.loads((copy / "manifest.json").read_text())["content_hash"]
+    assert main(command) == 2 and "already exists" in capsys.readouterr().err
 
 
 def test_an_eval_over_broken_rows_and_clips_counts_every_row(tiny_config, tiny_bench, tmp_path):

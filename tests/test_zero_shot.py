@@ -4,6 +4,7 @@ scorer; fitted to imitate the trained router on the tools it learned; exported w
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -161,3 +162,157 @@ def test_the_sweep_reports_an_added_tools_recall_precision_and_calls_over_seeds(
         {"sweep": "s", "seeds": [0, 1], "variants": {"tempo-added": variant}, "baselines": {}, "compare": []}
     )
     assert "| tempo-added | 0.0 ± 0.0 | 65.0 ± 7.1 | tempo 75.0 ± 35.4 | tempo 50.0 ± 35.4 | tempo 35 ± 7 |" in text
+
+
+# --- the back-off: a query worded like nothing in training is decided by the head, not left silent ---
+
+UNFAMILIAR = [  # written for this test; each is less like the training questions above than the cut
+    ("At what hour does the announcer say the shop opens?", ("seven o'clock", "nine o'clock"), "asr"),
+    ("Would you call the person's tone cheerful or gloomy?", ("cheerful", "gloomy"), "emotion"),
+    ("Could a jogger keep pace with this, roughly two steps a second?", ("yes", "no"), "tempo"),
+]
+FIVE = ("asr", "chords", "emotion", "tempo", "pitch")
+SMALL_BANK = {"question": 0.5, "choices": 0.5}
+"""Fifteen training questions make a small bank: its cut is the median nearest-other cosine."""
+
+
+def _backoff_parts(featurizer, rule: str, init_bias: float):
+    from autagent.policies.router.backoff import Backoff, BackoffConfig
+
+    descriptions = _descriptions(featurizer, FIVE)
+    features, labels = _queries(featurizer, FIVE)
+    head = DescriptionHead(featurizer.columns, descriptions.shape[1])
+    head.fit(features, descriptions, labels)
+    torch.manual_seed(0)
+    config = RouterConfig(scorer="factored", init_bias=init_bias)
+    router = Router(featurizer.dim, config, len(FIVE), descriptions, featurizer.columns)
+    backoff = Backoff(featurizer.columns, descriptions.shape[1], BackoffConfig(rule=rule, inputs=SMALL_BANK))
+    backoff.fit_familiarity(features, None)
+    return router, head, backoff, descriptions, features
+
+
+def _unfamiliar_features(featurizer):
+    return featurizer([q for q, _, _ in UNFAMILIAR], [""] * len(UNFAMILIAR), [c for _, c, _ in UNFAMILIAR])
+
+
+def test_the_backoff_calls_the_tool_unfamiliar_words_point_to_where_the_silent_router_calls_none(featurizer):
+    """A router that learned "no information: no tool" (every tool far below one half) calls nothing on
+    questions worded unlike training; with the back-off, each gets the tool its words point to."""
+    router, head, backoff, descriptions, _ = _backoff_parts(featurizer, "fill", init_bias=-4.0)
+    features = _unfamiliar_features(featurizer)
+    assert not router.select(features).any()  # today's plugin: silence on every one
+    parts = backoff.decide(router, head, features, descriptions)
+    assert parts.unfamiliar.all()
+    for row, (_, _, tool) in enumerate(UNFAMILIAR):
+        assert [t for t, on in zip(FIVE, parts.selection[row]) if on] == [tool]
+        why = parts.explain(row, list(FIVE), 0.0, "fill")
+        assert why["tools"][tool]["called"] and why["tools"][tool]["backoff_decided"]
+        assert why["unfamiliar_inputs"] and why["tools"][tool]["probability"] < 0.5
+
+
+def test_familiar_queries_keep_the_routers_selection_bit_for_bit_under_either_rule(featurizer):
+    for rule in ("vote", "fill"):
+        router, head, backoff, descriptions, features = _backoff_parts(featurizer, rule, init_bias=0.0)
+        parts = backoff.decide(router, head, features, descriptions)
+        assert not parts.unfamiliar.any()  # the training questions themselves
+        assert torch.equal(parts.selection, router.select(features))
+        new = backoff.decide(router, head, _unfamiliar_features(featurizer), descriptions)
+        assert new.unfamiliar.all() and not torch.equal(new.selection, new.router_selection)
+        mixed = torch.cat([features[:4], _unfamiliar_features(featurizer)])  # the fast path, row by row alike
+        assert torch.equal(
+            backoff.selection(router, head, mixed, descriptions), torch.cat([parts.selection[:4], new.selection])
+        )
+
+
+def test_calibration_sets_the_offset_with_the_best_f1_and_the_lowest_on_a_tie():
+    from autagent.policies.router.backoff import Backoff, BackoffConfig, Decision, selection_scores
+
+    backoff = Backoff({"question": (0, 4)}, 4, BackoffConfig(rule="fill", inputs={"question": 0.01}))
+    silent = torch.zeros(3, 2)
+    logits = torch.tensor([[1.5, -1.5], [-0.5, -3.0], [-2.5, 0.5]])  # item 1 needs tool 0 at a lower cut
+    parts = Decision(silent, silent, logits, torch.ones(3, 2), torch.tensor([True, True, False]), {})
+    labels = torch.tensor([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    result = backoff.calibrate(parts, labels, torch.tensor([True, True]))
+    assert result["offset"] == 0.75 and float(backoff.offset) == 0.75  # calls tool 0 on items 0 and 1
+    assert result["calibration"]["f1"] == pytest.approx(0.8)
+    assert result["calibration"]["empty_on_tool_items"] == 0.3333  # item 2 is familiar: silent (4 digits kept)
+    assert selection_scores(silent, labels, torch.tensor([True, False]))["empty_on_tool_items"] == 1.0
+    assert len(result["curve"]) == 33 and result["curve"][0]["f1"] == 0.0
+
+
+def test_a_plugin_with_a_backoff_selects_familiar_queries_as_before_and_explains_why(featurizer, tmp_path, capsys):
+    import shutil
+
+    from autagent.cli import main
+    from autagent.plugin import load
+    from autagent.policies.router.plugin import BACKOFF_FILE, attach_backoff
+    from autagent.trust import PluginError
+
+    router, head, backoff, _, features = _backoff_parts(featurizer, "fill", init_bias=-4.0)
+    before = export_router(tmp_path / "p", router, featurizer, FIVE, "embedded", {}, 30.0, {}, None, head)
+    shutil.copytree(before, tmp_path / "q")
+    content = attach_backoff(tmp_path / "q", backoff, {"offset": 0.0})
+    old, new = load(before), load(tmp_path / "q", expected_sha256=content)
+    assert json.loads((tmp_path / "q" / "manifest.json").read_text())["backoff"]["config"]["rule"] == "fill"
+    rows = [(q, t) for t in FIVE for q in QUESTIONS[t]]
+    from autagent.data.sample import Sample
+
+    familiar = [Sample(id=str(i), audio="", question=q, choices=ANSWERS[t], answer="") for i, (q, t) in enumerate(rows)]
+    assert new.select_many(familiar) == old.select_many(familiar)
+    question, choices, tool = UNFAMILIAR[0]
+    assert old.select("", question, choices) == [] and new.select("", question, choices) == [tool]
+    assert main(["select", "--plugin", str(tmp_path / "q"), "--audio", "", "--question", question, "--choices",
+                 *choices, "--explain"]) == 0  # fmt: skip
+    reply = json.loads(capsys.readouterr().out)
+    assert reply["tools"] == [tool] and reply["explain"]["tools"][tool]["backoff_decided"]
+    assert "question" in reply["explain"]["unfamiliar_inputs"] and reply["explain"]["backoff"]["rule"] == "fill"
+    assert set(reply["explain"]["tools"]) == set(FIVE) and not reply["explain"]["tools"]["pitch"]["called"]
+    assert main(["select", "--plugin", str(before), "--audio", "", "--question", question, "--explain"]) == 0
+    assert json.loads(capsys.readouterr().out)["explain"]["backoff"] is None
+    (tmp_path / "q" / BACKOFF_FILE).write_bytes((tmp_path / "q" / BACKOFF_FILE).read_bytes()[:-4] + b"\0\0\0\0")
+    with pytest.raises(PluginError, match="does not match its digest"):
+        load(tmp_path / "q")
+
+
+def test_check_selection_counts_empty_selections_and_each_tools_calls():
+    from autagent.data.sample import Sample
+    from autagent.selection_check import Labelled, per_tool_table, score, table
+
+    def item(i, tools):
+        return Labelled(Sample(id=str(i), audio="", question="q", choices=("a", "b"), answer="a"), tools)
+
+    items = [item(0, ("asr",)), item(1, ("asr", "speakers")), item(2, ("sound_events",)), item(3, ())]
+    calls = [("asr",), (), ("sound_events",), ()]
+    strict, exempt = score(items, calls), score(items, calls, optional=("sound_events",))
+    assert strict["empty_selections"] == 0.5 and strict["empty_on_tool_items"] == pytest.approx(1 / 3)
+    assert exempt["empty_selections"] == 0.75 and exempt["empty_on_tool_items"] == 0.5  # item 2 needs nothing
+    assert exempt["per_tool"]["speakers"] == {"called": 0, "needed": 1, "right": 0}
+    result = {"plugin": {"all_labels": strict, "optional_exempt": exempt, "optional": ["sound_events"]}}
+    assert "| 33.3 |" in table(result) and "| plugin | asr | 1 | 2 | 1 | 100.0 | 50.0 |" in per_tool_table(result)
+
+
+def test_v1_select_explains_its_choice_when_asked(featurizer, tmp_path, melody_wav):
+    import base64
+    import shutil
+
+    from fastapi.testclient import TestClient
+
+    from autagent.config import load_config
+    from autagent.policies.router.plugin import attach_backoff
+    from autagent.serve import build, create_app
+
+    router, head, backoff, _, _ = _backoff_parts(featurizer, "fill", init_bias=-4.0)
+    path = export_router(tmp_path / "p", router, featurizer, FIVE, "embedded", {}, 30.0, {}, None, head)
+    shutil.copytree(path, tmp_path / "q")
+    attach_backoff(tmp_path / "q", backoff, {"offset": 0.0})
+    config = load_config(None, {"answer_cache_dir": str(tmp_path / "a"), "tools.cache_dir": str(tmp_path / "t")})
+    options = build(config, "embedded", None, str(tmp_path / "q"), None, audio_dir=str(tmp_path / "audio"))
+    question, choices, tool = UNFAMILIAR[1]
+    body = {"audio": base64.b64encode(Path(melody_wav[0]).read_bytes()).decode(), "question": question}
+    with TestClient(create_app(options)) as client:
+        plain = client.post("/v1/select", json={**body, "choices": list(choices)}).json()
+        told = client.post("/v1/select", json={**body, "choices": list(choices), "explain": True}).json()
+    assert "explain" not in plain and told["tools"] == plain["tools"]
+    entry = told["explain"]["tools"][tool]
+    assert entry["backoff_decided"] and entry["called"] == (tool in told["tools"])
+    assert entry["probability"] == told["probabilities"][tool] and told["explain"]["unfamiliar_inputs"]

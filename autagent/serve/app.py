@@ -284,8 +284,13 @@ def create_app(options: ServeOptions):
                 probabilities = await asyncio.to_thread(
                     plugin.probabilities, query.audio, query.question, query.choices
                 )
+                reply = {"tools": tools, "probabilities": probabilities, "plugin": plugin.content_hash}
+                if body.get("explain") is True:  # per tool: probabilities, the unfamiliar input, the back-off's say
+                    reply["explain"] = await asyncio.to_thread(
+                        plugin.explain, query.audio, query.question, query.choices
+                    )
             metrics.requests.labels("select", "200").inc()
-            return JSONResponse({"tools": tools, "probabilities": probabilities, "plugin": plugin.content_hash})
+            return JSONResponse(reply)
 
         return await admitted_call(handle, "select")
 

@@ -57,7 +57,11 @@ class Featurizer:
         self.columns = {x: (end - sizes[x], end) for x, end in zip(self.inputs, ends)}
         """Where each input sits in the feature vector: name -> (first column, end)."""
 
-    def __call__(self, questions: list[str], audio_paths: list[str], choices: list | None = None) -> torch.Tensor:
+    def __call__(
+        self, questions: list[str], audio_paths: list[str], choices: list | None = None, audio: bool = True
+    ) -> torch.Tensor:
+        """``[B, dim]`` features; with ``audio=False`` the clip's columns are zeros, not computed (for what
+        reads only the text, such as the back-off's familiarity banks)."""
         parts = []
         if "question" in self.inputs:
             parts.append(self.text.encode(list(questions)))
@@ -73,8 +77,10 @@ class Featurizer:
                     pooled.append(self.text.encode([contrast(options)])[0])
                 rows.append(np.concatenate([*pooled, choice_statistics(options, vectors)]))
             parts.append(np.stack(rows).astype(np.float32))
-        if "audio" in self.inputs:
+        if "audio" in self.inputs and audio:
             parts.append(np.stack([self.audio_profile(p) for p in audio_paths]))
+        elif "audio" in self.inputs:
+            parts.append(np.zeros((len(questions), self.audio.dim), dtype=np.float32))
         return torch.from_numpy(np.concatenate(parts, axis=1))
 
     def audio_profile(self, path: str) -> np.ndarray:
@@ -88,9 +94,9 @@ class Featurizer:
             self.audio_errors += 1
             return np.zeros(self.audio.dim, dtype=np.float32)
 
-    def of_samples(self, samples) -> torch.Tensor:
-        """Features of each sample's question, choices and clip, in order."""
-        return self([s.question for s in samples], [s.audio for s in samples], [s.choices for s in samples])
+    def of_samples(self, samples, audio: bool = True) -> torch.Tensor:
+        """Features of each sample's question, choices and (with ``audio``) clip, in order."""
+        return self([s.question for s in samples], [s.audio for s in samples], [s.choices for s in samples], audio)
 
     def tool_descriptions(self, descriptions: list[str]) -> torch.Tensor:
         """``[T, dim]`` unit embeddings of tool descriptions (the ``tool_conditioned`` scorer's tool side)."""

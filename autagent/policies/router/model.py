@@ -50,6 +50,9 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from .backoff import BackoffConfig
+from .familiarity import fit_bank, nearest
+
 INPUTS = ("question", "choices", "audio")
 CHOICE_STATS = 5
 VETO_INIT = 3.0
@@ -113,6 +116,11 @@ class RouterConfig:
     decides from the inputs it knows rather than from an embedding region it never saw. The training
     embeddings and the cut are kept in the plugin. Off by default (docs/results.md, "Unfamiliar
     choices")."""
+    backoff: dict = field(default_factory=dict)
+    """After training, fit the plugin's back-off (:class:`autagent.policies.router.backoff.BackoffConfig`'s
+    fields, e.g. ``{rule: fill}``): a query whose question or choices are worded unlike training is
+    decided by the zero-shot head instead of left to the router, with a cut calibrated on held-out
+    phrasings. Empty (the default): no back-off (docs/results.md, "Backing off on unfamiliar wording")."""
 
     def __post_init__(self):
         unknown = [x for x in self.inputs if x not in INPUTS]
@@ -140,6 +148,8 @@ class RouterConfig:
         # an input the router does not read has nothing to blank (the input ablations keep the rest)
         self.input_dropout = {k: v for k, v in self.input_dropout.items() if k in self.inputs}
         self.unfamiliar_fallback = {k: v for k, v in self.unfamiliar_fallback.items() if k in self.inputs}
+        if self.backoff:
+            BackoffConfig(**self.backoff)  # a bad key or value is an error at load, not after training
         if not isinstance(self.ensemble, int) or self.ensemble < 1:
             raise ValueError(f"policy.router.ensemble must be an integer >= 1, got {self.ensemble!r}")
         if self.hidden < 1:
@@ -220,25 +230,11 @@ class Router(nn.Module):
         each training query's to its nearest other one). Returns input -> cut."""
         cuts = {}
         for name, share in self.config.unfamiliar_fallback.items():
-            bank = torch.unique(self._identity(train, name), dim=0)
-            if dev is not None and len(dev):
-                nearest = self._nearest(dev, name, bank)
-            else:
-                sims = (bank @ bank.T).fill_diagonal_(-2.0)
-                nearest = sims.amax(-1)
-            cut = torch.quantile(nearest, float(share))
+            bank, cut = fit_bank(train, self.familiar_columns[name], share, dev)
             setattr(self, f"familiar_{name}_bank", bank)
             setattr(self, f"familiar_{name}_cut", cut)
             cuts[name] = round(float(cut), 4)
         return cuts
-
-    def _identity(self, features: torch.Tensor, name: str) -> torch.Tensor:
-        start, end = self.familiar_columns[name]
-        return nn.functional.normalize(features[:, start:end].float(), dim=-1)
-
-    def _nearest(self, features: torch.Tensor, name: str, bank: torch.Tensor) -> torch.Tensor:
-        """``[B]`` each query's cosine (input ``name``) to its nearest row of ``bank``."""
-        return (self._identity(features, name) @ bank.T).amax(-1)
 
     def unfamiliar(self, features: torch.Tensor) -> dict[str, torch.Tensor]:
         """Input -> ``[B]`` bool: the queries whose input is less like any training query's than the cut."""
@@ -246,7 +242,7 @@ class Router(nn.Module):
         for name in self.familiar_columns:
             bank = getattr(self, f"familiar_{name}_bank")
             if len(bank):
-                out[name] = self._nearest(features, name, bank) < getattr(self, f"familiar_{name}_cut")
+                out[name] = nearest(features, self.familiar_columns[name], bank) < getattr(self, f"familiar_{name}_cut")
         return out
 
     def blank_unfamiliar(self, features: torch.Tensor) -> torch.Tensor:

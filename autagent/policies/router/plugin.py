@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 
 import torch
@@ -10,14 +11,16 @@ from safetensors.torch import load_file, save_file
 
 from tools import get_tool
 
-from ...manifest import export_plugin
-from ...trust import PluginError
+from ...manifest import export_plugin, read_manifest, write_manifest
+from ...trust import PluginError, file_digest
+from .backoff import Backoff, BackoffConfig
 from .ensemble import build
 from .features import Featurizer
 from .model import RouterConfig, subset_ids
 from .zero_shot import DescriptionHead
 
 HEAD_FILE = "zero_shot.safetensors"
+BACKOFF_FILE = "backoff.safetensors"
 
 
 def export_router(
@@ -116,15 +119,36 @@ class RouterPlugin:
             new = self.featurizer.tool_descriptions([get_tool(t).description for t in self.zero_shot_tools])
             self.descriptions = torch.cat([descriptions, new])
             if by_head:
-                self.head = DescriptionHead(self.featurizer.columns, descriptions.shape[1])
-                try:
-                    self.head.load_state_dict(load_file(directory / HEAD_FILE))
-                except (RuntimeError, KeyError, OSError) as err:
-                    raise PluginError(f"{directory}: {HEAD_FILE} does not fit the declared router ({err})") from err
-                self.head.prepare(self.descriptions)
+                self.head = self.zero_shot_head()
             else:
                 self.router.set_tools(self.descriptions, [*range(len(descriptions)), *[None] * len(new)])
         self.router.eval()
+        self.backoff = None
+        """(the :class:`Backoff`, the zero-shot head it reads) when the plugin carries ``backoff.safetensors``."""
+        if (directory / BACKOFF_FILE).is_file():
+            self.backoff = (self.load_backoff(), self.head or self.zero_shot_head())
+
+    def zero_shot_head(self) -> DescriptionHead:
+        """The plugin's zero-shot head, ready for this plugin's tools (learned, then added)."""
+        if not (self.directory / HEAD_FILE).is_file():
+            raise PluginError(f"{self.directory}: no zero-shot head ({HEAD_FILE}: plugins exported before it)")
+        head = DescriptionHead(self.featurizer.columns, self.descriptions.shape[1])
+        try:
+            head.load_state_dict(load_file(self.directory / HEAD_FILE))
+        except (RuntimeError, KeyError, OSError) as err:
+            raise PluginError(f"{self.directory}: {HEAD_FILE} does not fit the declared router ({err})") from err
+        head.prepare(self.descriptions)
+        return head
+
+    def load_backoff(self) -> Backoff:
+        """``backoff.safetensors`` with the settings the manifest records for it."""
+        try:
+            config = BackoffConfig(**self.manifest["backoff"]["config"])
+            backoff = Backoff(self.featurizer.columns, self.descriptions.shape[1], config)
+            backoff.load_state_dict(load_file(self.directory / BACKOFF_FILE))
+        except (RuntimeError, KeyError, OSError, TypeError, ValueError) as err:
+            raise PluginError(f"{self.directory}: {BACKOFF_FILE} does not fit its manifest entry ({err})") from err
+        return backoff
 
     @property
     def tools(self) -> list[str]:
@@ -132,7 +156,8 @@ class RouterPlugin:
         return self.learned_tools + self.zero_shot_tools
 
     def select_many(self, samples) -> list[tuple[str, ...]]:
-        chosen = select_with_head(self.router, self.head, self.featurizer.of_samples(samples), self.descriptions)
+        features = self.featurizer.of_samples(samples)
+        chosen = select_with_head(self.router, self.head, features, self.descriptions, self.backoff)
         return [subset_ids(row, self.tools) for row in chosen]
 
     def select(self, audio: str, question: str, choices=()) -> list[str]:
@@ -149,11 +174,57 @@ class RouterPlugin:
             probs = torch.cat([probs, torch.sigmoid(added)], dim=1)
         return {t: round(float(p), 4) for t, p in zip(self.tools, probs[0])}
 
+    def explain(self, audio: str, question: str, choices=()) -> dict:
+        """Why this query gets its tools: which text inputs are unfamiliar, and per tool the router's
+        probability, the zero-shot head's, whether it is called and whether the back-off decided it."""
+        features = self.featurizer([question], [str(audio)], [tuple(choices)])
+        chosen = select_with_head(self.router, self.head, features, self.descriptions, self.backoff)[0]
+        if self.backoff is not None:
+            backoff, head = self.backoff
+            parts = backoff.decide(self.router, head, features, self.descriptions)
+            out = parts.explain(0, self.learned_tools, float(backoff.offset), backoff.config.rule)
+            out["backoff"] = {"rule": backoff.config.rule, "offset": float(backoff.offset)}
+        else:
+            probs = self.router.tool_probabilities(features)[0]
+            member = getattr(self.router, "members", [self.router])[0]
+            blanked = [name for name, mask in member.unfamiliar(features).items() if bool(mask[0])]
+            out = {"unfamiliar_inputs": blanked, "inputs": {}, "backoff": None, "tools": {}}
+            for k, tool in enumerate(self.learned_tools):
+                out["tools"][tool] = {"probability": round(float(probs[k]), 4), "backoff_decided": False}
+        if self.head is not None:
+            added = torch.sigmoid(added_logits(self.head, features, self.descriptions, len(self.learned_tools)))[0]
+            for k, tool in enumerate(self.zero_shot_tools):
+                out["tools"][tool] = {"zero_shot_probability": round(float(added[k]), 4), "backoff_decided": False}
+        for tool, on in zip(self.tools, chosen):
+            out["tools"][tool]["called"] = bool(on > 0.5)
+        return out
 
-def select_with_head(router, head: DescriptionHead | None, features: torch.Tensor, descriptions: torch.Tensor):
+
+def attach_backoff(directory: str | Path, backoff: Backoff, summary: dict) -> str:
+    """Write ``backoff.safetensors`` into a verified router plugin, record the back-off's settings and
+    ``summary`` in its manifest, re-hash (and re-sign) it; returns the new content hash."""
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    if manifest.get("policy") != "router":
+        raise PluginError(f"{directory}: a back-off is for router plugins, this one is {manifest.get('policy')!r}")
+    save_file({k: v.contiguous() for k, v in backoff.state_dict().items()}, directory / BACKOFF_FILE)
+    digest, size = file_digest(directory / BACKOFF_FILE)
+    manifest["files"][BACKOFF_FILE] = {"sha256": digest, "size": size}
+    manifest["backoff"] = json.loads(json.dumps({"config": dataclasses.asdict(backoff.config), **summary}))
+    return write_manifest(directory, manifest)["content_hash"]
+
+
+def select_with_head(
+    router, head: DescriptionHead | None, features: torch.Tensor, descriptions: torch.Tensor, backoff=None
+):
     """``[B, T]`` 0/1 selections: the router's of the tools it learned, then the head's of the tools added
-    after them (``descriptions``: every tool's, the learned first); the router's alone without a head."""
-    chosen = router.select(features)
+    after them (``descriptions``: every tool's, the learned first); the router's alone without a head.
+    With ``backoff`` (a :class:`Backoff` and the zero-shot head it reads) the learned tools of a query
+    worded unlike training are the back-off's."""
+    if backoff is None:
+        chosen = router.select(features)
+    else:
+        chosen = backoff[0].selection(router, backoff[1], features, descriptions)
     if head is None:
         return chosen
     added = added_logits(head, features, descriptions, chosen.shape[1]) > 0
