@@ -18,8 +18,6 @@ gets an MCP error result naming the problem; the server stays up.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import os
 import threading
 from dataclasses import dataclass, field
@@ -28,7 +26,7 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..reasoners.chat import DATA_URL, BadRequest, store_audio
+from ..reasoners.chat import DATA_URL, MIME_FORMATS, BadRequest, decode_base64, store_audio
 
 PATH_LIMIT = 4096
 """An ``audio`` argument longer than this is never a path: base64 bytes."""
@@ -109,14 +107,12 @@ class AcousticTools:
         if len(data) > 4 * (limit // 3 + 1) + 4:  # refused before decoding anything
             raise BadRequest(f"audio: the payload is over the {limit}-byte limit")
         try:
-            raw = base64.b64decode(data, validate=True)
-        except (binascii.Error, ValueError):
+            raw = decode_base64(data)
+        except BadRequest:
             raise BadRequest("audio is neither a file path, a data: URL nor valid base64") from None
-        if not raw:
-            raise BadRequest("audio: the bytes are empty")
         if fmt is None:
             fmt = next((name for magic, name in MAGIC if raw.startswith(magic)), "wav")
-        fmt = {"x-wav": "wav", "wave": "wav", "mpeg": "mp3", "x-flac": "flac"}.get(fmt, fmt)
+        fmt = MIME_FORMATS.get(fmt, fmt)
         return str(store_audio(raw, fmt, Path(self.options.audio_dir), limit))
 
     def run(self, tool_id: str, audio: str, start: float | None, end: float | None) -> dict:
