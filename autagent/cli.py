@@ -376,6 +376,17 @@ def cmd_serve(args) -> int:
     return 0
 
 
+def cmd_mcp(args) -> int:
+    from .serve.mcp_server import McpOptions, serve_mcp
+
+    config = _config(args)
+    if not args.config and not any(s.startswith("tools.executor=") for s in args.set or []):
+        config.tools.executor = "local"  # like serve: tools in process unless told otherwise
+    options = McpOptions(args.transport, args.allow_dir or [], max_audio_bytes=int(args.max_audio_mb * 2**20))
+    serve_mcp(config, args.plugin, options, args.host, args.port, args.plugin_sha256)
+    return 0
+
+
 def cmd_plan(args) -> int:
     from .plan_report import main_plan
 
@@ -540,6 +551,17 @@ def build_parser() -> argparse.ArgumentParser:
     sv.add_argument("--agentic", action="store_true", help="offer the tools not selected as function tools")
     sv.add_argument("--max-tool-rounds", type=int, default=3, help="with --agentic: rounds of tool calls at most")
     sv.set_defaults(func=cmd_serve)
+
+    mc = with_pin(with_config(sub.add_parser("mcp", help="the acoustic tools as an MCP server (stdio or HTTP)")))
+    mc.add_argument("--plugin", help="a trained plugin: its tools, and `select` for a question")
+    mc.add_argument(
+        "--transport", choices=["stdio", "http"], default="stdio", help="stdio (default) or streamable HTTP"
+    )
+    mc.add_argument("--allow-dir", action="append", metavar="DIR", help="over HTTP: a folder whose files may be named")
+    mc.add_argument("--host", default="127.0.0.1")
+    mc.add_argument("--port", type=int, default=8000)
+    mc.add_argument("--max-audio-mb", type=float, default=25.0, help="largest clip accepted as bytes")
+    mc.set_defaults(func=cmd_mcp)
 
     pl = with_config(sub.add_parser("plan", help="the LM policy's memory per GPU under a config (a table)"))
     pl.add_argument("--gpu-memory", type=float, metavar="GB", help="say whether the run fits a card of this size")

@@ -25,6 +25,7 @@ from .prompts import RECORDS_HEADER, records_block
 
 FORMATS = {"wav", "mp3", "flac", "ogg", "m4a", "webm"}
 CHOICE_LINE = re.compile(r"^\s*\(?([A-Z])[).:]\s*(.+?)\s*$")
+MIME_FORMATS = {"x-wav": "wav", "wave": "wav", "mpeg": "mp3", "x-flac": "flac"}  # audio/<subtype> -> format
 DATA_URL = re.compile(r"^data:audio/([\w.+-]+)(?:;[\w=.+-]+)*;base64,(.*)$", re.DOTALL)
 
 
@@ -76,7 +77,7 @@ def audio_source(parts: list) -> tuple[bytes | None, str | None, str | None]:
             url = str((part.get("audio_url") or {}).get("url", ""))
             match = DATA_URL.match(url)
             if match:
-                fmt = {"x-wav": "wav", "wave": "wav", "mpeg": "mp3", "x-flac": "flac"}.get(match[1], match[1])
+                fmt = MIME_FORMATS.get(match[1], match[1])
                 return decode_base64(match[2]), fmt, None
             if url.startswith(("http://", "https://")):
                 return None, None, url
