@@ -161,23 +161,28 @@ def test_the_server_answers_over_streamable_http(tmp_path, click_wav):
 
 
 @pytest.mark.slow  # `autagent mcp` in a new process (it loads the encoders)
-def test_autagent_mcp_over_stdio_as_an_agent_launches_it(plugin, click_wav):
+def test_autagent_mcp_over_stdio_as_an_agent_launches_it(plugin, click_wav, tmp_path):
     import os
     import sys
 
     from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
 
     root = Path(__file__).resolve().parent.parent
     command = ["-m", "autagent.cli", "mcp", "--plugin", str(plugin), "--set", f"tools.cache_dir={FIXTURES}"]
     params = StdioServerParameters(command=sys.executable, args=command, env=dict(os.environ), cwd=str(root))
+    errors = open(tmp_path / "server-stderr.txt", "w")  # a real file: pytest's captured stderr has no descriptor
 
     async def session():
-        async with Client(params) as client:
+        async with Client(stdio_client(params, errlog=errors)) as client:
             listed = [t.name for t in (await client.list_tools()).tools]
             missing = await client.call_tool("tempo", {"audio": "/no/such/clip.wav"})
             return listed, missing, await client.call_tool("tempo", {"audio": str(click_wav[0])})
 
-    listed, missing, result = asyncio.run(session())
-    assert listed == [*TOOLS, "select", "list_tools"]
+    try:
+        listed, missing, result = asyncio.run(session())
+    finally:
+        errors.close()
+    assert listed == [*TOOLS, "select", "list_tools"], (tmp_path / "server-stderr.txt").read_text()[-2000:]
     assert missing.is_error and "/no/such/clip.wav: file not found" in _text(missing)
     assert result.structured_content["output"]["bpm"] == pytest.approx(120, abs=6)
