@@ -37,7 +37,7 @@ def test_flatten_reads_the_papers_shapes():
     (tempo,) = flatten("tempo", "117.19", 10)
     assert tempo.numbers == ((117.19, "bpm"),)
     (tempo,) = flatten("tempo", "117.2 BPM", 10)  # the notation records are shown in (tools/notation.py)
-    assert tempo.numbers == ((117.2, "bpm"),)
+    assert tempo.numbers == ((117.2, "bpm"),) and tempo.text == flatten("tempo", "117.20", 10)[0].text
     (symbol,) = flatten("chords", [{"timestamp": [0.0, 2.0], "value": "Bbm"}], 10)
     assert symbol.text == flatten("chords", [{"timestamp": [0.0, 2.0], "value": "A#:min"}], 10)[0].text
     (f0,) = flatten("pitch", [{"timestamp": 1.5, "fundamental frequency": "520.91 Hz"}], 10)

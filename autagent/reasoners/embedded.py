@@ -127,7 +127,8 @@ class EmbeddedReasoner:
         self._facts = BoundedMemo(65_536, max_bytes=FACTS_MEMO_BYTES, size=nbytes)
 
     def fingerprint(self) -> str:
-        return fingerprint_of(self.name, {**asdict(self.config), "text_model": self.text.name})
+        # reading 2: a tempo shown as "117.2 BPM" is read as the bare "117.20" it was shown as before
+        return fingerprint_of(self.name, {**asdict(self.config), "text_model": self.text.name, "reading": 2})
 
     # -- reading ------------------------------------------------------------------------------------
     def facts(self, record: dict) -> tuple[list[Fact], np.ndarray]:

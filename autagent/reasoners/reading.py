@@ -216,7 +216,14 @@ def flatten(tool: str, node, limit: int) -> list[Fact]:
             implied = KEY_UNITS.get(key or tool)
             if implied and numbers and all(unit == "" for _, unit in numbers):  # "117.19" from the tempo tool is BPM
                 numbers = [(v, implied) for v, _ in numbers]
-            facts.append(Fact(f"{tool} {key} {spoken_label(value)}".strip(), tuple(numbers)))
+            text = spoken_label(value)
+            if (
+                implied
+                and numbers == [(numbers[0][0], implied)]
+                and re.fullmatch(r"-?[\d.]+ ?[A-Za-z]+", value.strip())
+            ):
+                text = f"{numbers[0][0]:.2f}"  # "117.2 BPM" reads as the bare "117.20": the unit is the tool's own
+            facts.append(Fact(f"{tool} {key} {text}".strip(), tuple(numbers)))
         elif isinstance(value, (int, float)) and not isinstance(value, bool) and KEY_UNITS.get(key or tool):
             facts.append(Fact(f"{tool} {key}".strip(), ((float(value), KEY_UNITS[key or tool]),)))
 

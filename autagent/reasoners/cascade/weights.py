@@ -91,10 +91,10 @@ def convert(cache_dir: Path, gguf: Path | None = None) -> Path:
     config = model.config.to_dict()
     config.pop("quantization_config", None)
     config["architectures"] = ["Gemma3ForCausalLM"]
-    (out / "config.json").write_text(json.dumps(config, indent=1))
     # bfloat16 on disk: half the bytes to read at every load (float32 compute upcasts them); the output
     # projection is tied to the embedding, stored once.
     config["dtype"] = "bfloat16"
+    (out / "config.json").write_text(json.dumps(config, indent=1))
     state = {k: v.to(torch.bfloat16).contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
     save_file(state, str(out / "model.safetensors"))
     tokenizer.save_pretrained(str(out))
