@@ -111,8 +111,8 @@ class StreamSession:
 
     def feed(self, pcm16: bytes | np.ndarray) -> None:
         """16-bit mono samples at ``sample_rate``; :class:`ClipTooLong` past ``max_seconds``."""
-        if self._committed:
-            raise RuntimeError("the clip was committed: start a new session for the next one")
+        if self._committed or self._closed:
+            raise RuntimeError("the clip was committed or the session closed: start a new session for the next one")
         self.clip.add(pcm16)
         with self._cv:
             self._cv.notify()
