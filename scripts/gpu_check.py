@@ -400,6 +400,7 @@ def main(argv=None) -> int:
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a single run in this process (the parent's child)
     parser.add_argument("--no-publish", action="store_true", help="print the results, write nothing")
+    parser.add_argument("--run-timeout", type=float, default=540.0, help="seconds a run may take, then failed")
     args = parser.parse_args(argv)
     import torch
 
@@ -418,25 +419,35 @@ def main(argv=None) -> int:
         if RUNS[name].get("deepspeed") and importlib.util.find_spec("deepspeed") is None:
             results[name] = {"run": name, "error": "DeepSpeed is not installed here"}
             continue
-        child = subprocess.run(
-            [sys.executable, __file__, "--one", name, "--device", args.device], capture_output=True, text=True, cwd=ROOT
-        )
-        found = [line for line in child.stdout.splitlines() if line.startswith("GPU_CHECK_RESULT ")]
-        results[name] = (
-            json.loads(found[-1].split(" ", 1)[1])
-            if found
-            else {"run": name, "error": (child.stderr.strip().splitlines() or ["no output"])[-1]}
-        )
-        results[name]["device"] = args.device
+        results[name] = {**child_run(name, args.device, args.run_timeout), "device": args.device}
         print(
             f"gpu-check {name}: {'failed: ' + results[name]['error'] if 'error' in results[name] else 'done'}",
             flush=True,
         )
+        if not (args.no_publish or args.device == "cpu"):
+            publish({name: results[name]})  # after each run: a later run that hangs or crashes loses nothing
     if args.no_publish or args.device == "cpu":
         print(json.dumps(results, indent=2))
-    else:
-        publish(results)
     return 0
+
+
+def child_run(name: str, device: str, timeout: float) -> dict:
+    """One run in its own process (a crashed or hung run cannot take the others with it); its stderr's
+    tail is kept in $OUT/gpu_check.log where the device tool brings files back."""
+    command = [sys.executable, __file__, "--one", name, "--device", device]
+    try:
+        child = subprocess.run(command, capture_output=True, text=True, cwd=ROOT, timeout=timeout)
+        stdout, stderr = child.stdout, child.stderr
+    except subprocess.TimeoutExpired as stopped:
+        stdout, stderr = stopped.stdout or "", (stopped.stderr or "") + f"\nstopped after {timeout:.0f} s"
+        stdout, stderr = [s.decode(errors="replace") if isinstance(s, bytes) else s for s in (stdout, stderr)]
+    if os.environ.get("OUT"):
+        with open(Path(os.environ["OUT"], "gpu_check.log"), "a") as log:
+            log.write(f"==== {name}\n" + "\n".join(stderr.splitlines()[-150:]) + "\n")
+    found = [line for line in stdout.splitlines() if line.startswith("GPU_CHECK_RESULT ")]
+    if found:
+        return json.loads(found[-1].split(" ", 1)[1])
+    return {"run": name, "error": (stderr.strip().splitlines() or ["no output"])[-1]}
 
 
 if __name__ == "__main__":
