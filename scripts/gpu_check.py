@@ -355,6 +355,9 @@ def markdown(results: dict, commit: str) -> str:
         if "error" in r:
             lines.append(f"| {name} | {card} | failed: {r['error'][:120]} | | | |")
             continue
+        if r["phases"] and max(v["measured_gb"] for v in r["phases"].values()) < 0.5:
+            lines.append(f"| {name} | {card} | all under 0.5 GB: the allocator's granularity, not compared | | | |")
+            continue
         for key, v in sorted(r["phases"].items()):
             step, phase = key.split("/")
             miss = 100 * (v["plan_gb"] / v["measured_gb"] - 1) if v["measured_gb"] else float("nan")
@@ -378,14 +381,17 @@ def markdown(results: dict, commit: str) -> str:
     return "\n".join(lines)
 
 
-def publish(results: dict) -> None:
+def publish(results: dict, commit: str | None = None) -> None:
     """Merge into docs/gpu_check.json and rewrite the table between the markers of docs/cluster.md."""
     merged = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     merged.update(results)
     RESULTS.write_text(json.dumps(merged, indent=2) + "\n")
-    commit = subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
-    ).stdout.strip()
+    commit = (
+        commit
+        or subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+        ).stdout.strip()
+    )
     text = DOC.read_text()
     if BEGIN in text and END in text:
         head, rest = text.split(BEGIN, 1)
@@ -401,6 +407,7 @@ def main(argv=None) -> int:
     parser.add_argument("--one", help=argparse.SUPPRESS)  # a single run in this process (the parent's child)
     parser.add_argument("--no-publish", action="store_true", help="print the results, write nothing")
     parser.add_argument("--run-timeout", type=float, default=540.0, help="seconds a run may take, then failed")
+    parser.add_argument("--commit", help="the commit measured, for the table (a copied tree may have no git)")
     args = parser.parse_args(argv)
     import torch
 
@@ -425,7 +432,9 @@ def main(argv=None) -> int:
             flush=True,
         )
         if not (args.no_publish or args.device == "cpu"):
-            publish({name: results[name]})  # after each run: a later run that hangs or crashes loses nothing
+            publish(
+                {name: {**results[name], "commit": args.commit}}, args.commit
+            )  # after each run: a later run that hangs or crashes loses nothing
     if args.no_publish or args.device == "cpu":
         print(json.dumps(results, indent=2))
     return 0

@@ -507,6 +507,57 @@ def test_the_decoder_route_samples_what_qwen2_audios_generate_samples(tiny_bench
     assert torch.allclose(view.logits[:, -1].float(), whole, atol=2e-2 * whole.abs().max().item())
 
 
+def test_a_static_cache_under_autocast_samples_as_the_dynamic_one(tiny_bench, tmp_path):
+    """fp32 master weights under bf16 autocast: the prefill's keys come out in fp32, the decoding steps'
+    in bf16, and a static cache refuses one of them (on an H100 the 2.09 B run stopped with "index_copy_():
+    self and source expected to have the same dtype").  Such a rollout takes the dynamic cache: the same
+    samples, no error."""
+    import dataclasses
+
+    from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
+
+    from autagent.policies.lm.config import LMPolicyConfig, RolloutConfig
+    from autagent.policies.lm.recipe import build_tiny_policy
+    from autagent.policies.lm.rollout import encode_prompts, generate_selections
+
+    folder = build_tiny_policy(tmp_path / "model", seed=0)
+    processor = AutoProcessor.from_pretrained(folder)
+    model = Qwen2AudioForConditionalGeneration.from_pretrained(folder, dtype=torch.float32).eval()
+    samples = tiny_bench["train"][:2]
+    inputs = encode_prompts(processor, [agent_prompt(s.question, SIX) for s in samples], [s.audio for s in samples], 30)
+    dynamic = LMPolicyConfig(model_id=str(folder), bf16=True, max_completion_length=8, constrained_decoding=False)
+    dynamic.rollout = RolloutConfig(prompt_logits="last")
+    static = dataclasses.replace(
+        dynamic,
+        rollout=RolloutConfig(prompt_logits="last", cache="static", max_prompt_tokens=inputs["input_ids"].shape[1]),
+    )
+    drawn = []
+    for lm in (dynamic, static):
+        torch.manual_seed(3)
+        drawn.append(generate_selections(model, processor, inputs, lm, len(SIX), True, temperature=1.0))
+    assert drawn[0] == drawn[1] and max(len(ids) for ids in drawn[0]) > 1
+
+
+def test_the_warm_up_compiles_in_the_state_the_rollout_decodes_in(tiny_bench, tmp_path, monkeypatch):
+    """Compiled in the trainer's state (train mode, gradient checkpointing on), the decoder layers drop their
+    cache, dynamo fails on them and falls back to eager for good (an H100 then decoded the 8.40 B shapes at
+    63-75 ms a step).  The warm-up runs in eval mode with checkpointing off, and gives the state back."""
+    from autagent.policies.lm import decoding
+
+    seen = []
+    monkeypatch.setattr(
+        decoding, "warm_up", lambda model, *a: seen.append((model.training, model.is_activation_checkpointing))
+    )
+    trainer, _, _ = _trainer(tiny_bench, tmp_path, _silent_reward, **{"policy.lm.gradient_checkpointing": True})
+    model = trainer.accelerator.unwrap_model(trainer.model)
+    model.activation_checkpointing_enable()
+    model.train()
+    for callback in trainer.callback_handler.callbacks:
+        callback.on_train_begin(trainer.args, trainer.state, trainer.control, model=trainer.model)
+    assert seen == [(False, False)]
+    assert model.training and model.is_activation_checkpointing
+
+
 def _silent_reward(prompts, completions, **_):
     return [0.0] * len(completions)
 

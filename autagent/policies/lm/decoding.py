@@ -67,11 +67,14 @@ def decoder_view(model):
     return view
 
 
-def static_cache_kwargs(config, prompt_tokens: int) -> dict:
+def static_cache_kwargs(config, prompt_tokens: int, autocast: bool = False) -> dict:
     """``generate`` settings of the static cache (one length for every chunk, so the compiled decoding
-    step is reused), or none when the prompt is longer than the cache allows."""
+    step is reused), or none when the prompt is longer than the cache allows or the decoder runs
+    under autocast (fp32 master weights, ``bf16`` without LoRA or DeepSpeed): there the prefill's keys
+    come out in fp32 and the decoding steps' in bf16 (the residual stream stays fp32, the projections
+    are autocast), and the static cache, allocated in the first one's dtype, refuses the other."""
     rollout = config.rollout
-    if rollout.cache != "static" or prompt_tokens > rollout.max_prompt_tokens:
+    if rollout.cache != "static" or prompt_tokens > rollout.max_prompt_tokens or autocast:
         return {}
     return {"cache_implementation": "static", "max_cache_len": rollout.max_prompt_tokens + config.max_completion_length}
 
@@ -82,19 +85,19 @@ def warm_up(model, processor, config, rows: int, device) -> None:
     import torch
 
     rollout = config.rollout
-    if rollout.cache != "static" or rollout.prompt_logits != "last" or torch.device(device).type != "cuda":
-        return
     view = decoder_view(model)
-    width = view.config.hidden_size
     dtype = next(view.parameters()).dtype
-    embeds = torch.zeros(rows, 8, width, device=device, dtype=torch.bfloat16 if config.bf16 else dtype)
+    kwargs = static_cache_kwargs(config, 8, autocast=config.bf16 and dtype == torch.float32)
+    if not kwargs or rollout.prompt_logits != "last" or torch.device(device).type != "cuda":
+        return
+    embeds = torch.zeros(rows, 8, view.config.hidden_size, device=device, dtype=dtype)
     mask = torch.ones(rows, 8, dtype=torch.long, device=device)
-    with torch.no_grad(), torch.autocast(torch.device(device).type, torch.bfloat16, enabled=config.bf16):
+    with torch.no_grad():  # four tokens: the decoding steps' growing mask length is seen, compiled dynamic
         view.generate(
             inputs_embeds=embeds,
             attention_mask=mask,
-            max_new_tokens=2,
+            max_new_tokens=4,
             do_sample=False,
             pad_token_id=processor.tokenizer.pad_token_id,
-            **static_cache_kwargs(config, 8),
+            **kwargs,
         )

@@ -65,7 +65,7 @@ def generate_selections(
             if config.constrained_decoding:
                 kwargs["prefix_allowed_tokens_fn"] = AnswerGrammar(tokenizer, 0, num_tools)
             embeds = prompt_embeddings(model, inputs)
-            kwargs.update(static_cache_kwargs(config, prompt_length))
+            kwargs.update(static_cache_kwargs(config, prompt_length, autocast=in_bf16))
             new = decoder_view(model).generate(inputs_embeds=embeds, attention_mask=inputs["attention_mask"], **kwargs)
         else:
             if config.constrained_decoding:

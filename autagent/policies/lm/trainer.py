@@ -107,22 +107,29 @@ def trainer_class():
     return AudioGRPOTrainer
 
 
-def WarmUp(processor, lm: LMPolicyConfig):  # noqa: N802  (a class built where transformers is imported)
+def WarmUp(processor, lm: LMPolicyConfig, trainer):  # noqa: N802  (a class built where transformers is imported)
     """A callback that compiles the rollout's static-cache decoding step when training begins, before
-    step 1's rollout (CUDA only; a failure is logged and the rollout compiles on its first call)."""
+    step 1's rollout (CUDA only; a failure is logged and the rollout compiles on its first call).
+
+    It compiles in the state the rollout decodes in (:func:`.rollout.generation_mode`: eval mode,
+    gradient checkpointing off).  Compiled in the trainer's state instead, the decoder layers drop
+    their cache under checkpointing, dynamo fails on them and falls back to eager for good: on an
+    H100 the 8.40 B rollout then decoded at 63-75 ms a step instead of compiling."""
     import logging
 
     from transformers import TrainerCallback
 
     from .decoding import warm_up
+    from .rollout import generation_mode
 
     class _WarmUp(TrainerCallback):
-        def on_train_begin(self, args, state, control, model=None, **kwargs):
+        def on_train_begin(self, args, state, control, **kwargs):
             rows = min(lm.generation_batch_size, lm.per_device_train_batch_size * lm.gradient_accumulation_steps)
-            if model is None or not lm.rollout.warmup:
+            if not lm.rollout.warmup:
                 return
             try:
-                warm_up(model, processor, lm, rows, next(model.parameters()).device)
+                with generation_mode(trainer) as model:
+                    warm_up(model, processor, lm, rows, next(model.parameters()).device)
             except Exception as err:  # noqa: BLE001  (compiling is an optimisation; training goes on without it)
                 logging.getLogger(__name__).warning("rollout warm-up failed (%s); decoding compiles on first use", err)
 
@@ -231,7 +238,7 @@ def build_grpo_trainer(
         rollout_func=make_rollout(processor, lm, len(tool_ids)),
         peft_config=lora_config(lm) if lm.lora else None,
     )
-    trainer.add_callback(WarmUp(processor, lm))
+    trainer.add_callback(WarmUp(processor, lm, trainer))
     trainer.advantage_kind = grpo.advantage
     if lm.constrained_decoding:
         trainer.grammar = AnswerGrammar(processor.tokenizer, 0, len(tool_ids))
