@@ -299,7 +299,9 @@ def tiny_checks(trainer, processor, samples, config, work: Path) -> dict:
         before = [p.detach().float().clone() for p in trained.model.parameters()]
         trained.train()
         return float(
-            torch.cat([(p.detach().float() - b).flatten() for p, b in zip(trained.model.parameters(), before)]).norm()
+            torch.cat(
+                [(p.detach().float() - b.to(p.device)).flatten() for p, b in zip(trained.model.parameters(), before)]
+            ).norm()
         )
 
     fp32, bf16 = moved(False), moved(True)
