@@ -300,7 +300,7 @@ def tiny_checks(trainer, processor, samples, config, work: Path) -> dict:
         trained.train()
         return float(
             torch.cat(
-                [(p.detach().float() - b.to(p.device)).flatten() for p, b in zip(trained.model.parameters(), before)]
+                [(master(trained, p) - b.to(p.device)).flatten() for p, b in zip(trained.model.parameters(), before)]
             ).norm()
         )
 
@@ -343,6 +343,18 @@ def tiny_checks(trainer, processor, samples, config, work: Path) -> dict:
         "rewarded_logprob": [round(before, 3), round(ask(), 3)],
         "learning_steps": steps,
     }
+
+
+def master(trainer, param):
+    """The weight AdamW updates: DeepSpeed's fp32 master of a bf16 parameter (an update below bf16's
+    resolution moves the master, not yet the bf16 copy), else the parameter itself."""
+    if trainer.is_deepspeed_enabled:
+        from deepspeed.utils import safe_get_full_fp32_param
+
+        full = safe_get_full_fp32_param(param)
+        if full is not None:
+            return full.detach().float()
+    return param.detach().float()
 
 
 def markdown(results: dict, commit: str) -> str:

@@ -171,16 +171,29 @@ def generation_mode(trainer):
         gradient_checkpointing_kwargs=trainer.args.gradient_checkpointing_kwargs,
     ) as model:
         was_training = model.training
-        hooked = [m for m in model.modules() if getattr(m, "_require_grads_hooks", None)]
-        for module in hooked:
-            module.disable_input_require_grads()
+        hooks = input_grad_hooks(model)
+        for module, key, _ in hooks:
+            del module._forward_hooks[key]
         model.eval()
         try:
             yield model
         finally:
             model.train(was_training)
-            for module in hooked:
-                module.enable_input_require_grads()
+            for module, key, hook in hooks:
+                module._forward_hooks[key] = hook
+
+
+def input_grad_hooks(model) -> list:
+    """``(module, key, hook)`` of the forward hooks that mark the input embeddings' output as requiring
+    grad: transformers' ``make_inputs_require_grads`` and peft's ``make_inputs_require_grad``.  Found by
+    name on every module, since transformers tracks only the last call's (each re-enabling of gradient
+    checkpointing after a generation registers them again)."""
+    return [
+        (module, key, hook)
+        for module in model.modules()
+        for key, hook in list(module._forward_hooks.items())
+        if getattr(hook, "__name__", "").startswith("make_inputs_require_grad")
+    ]
 
 
 def make_rollout(processor, config: LMPolicyConfig, num_tools: int):
