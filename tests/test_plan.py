@@ -165,3 +165,34 @@ def test_lora_parameters_are_what_peft_adds_to_the_decoder(tmp_path):
     trained = sum(p.numel() for p in peft_model.parameters() if p.requires_grad)
     assert Architecture.of(str(folder)).lora_parameters(lora) == trained > 0
     assert not any("audio_tower" in n for n, p in peft_model.named_parameters() if p.requires_grad)
+
+
+def _gpu_check():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(
+        "gpu_check", Path(__file__).parent.parent / "scripts" / "gpu_check.py"
+    )
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+GPU_CHECK = json.loads((Path(__file__).parent.parent / "docs" / "gpu_check.json").read_text())
+MEASURED_RUNS = [n for n, r in GPU_CHECK.items() if r.get("phases") and not n.startswith("tiny")]
+
+
+@pytest.mark.parametrize("name", MEASURED_RUNS)
+def test_the_plan_holds_on_what_make_gpu_check_measured_with_this_code(name, tmp_path):
+    """``make gpu-check``'s runs on the H100 (docs/gpu_check.json: one-GPU fp32 masters, DeepSpeed ZeRO-2,
+    the LoRA recipe on the 8.40 B shapes, with the static-cache rollout): each phase of steps 1 and 2
+    replanned from the run's settings within 8 % of the measured peak."""
+    import copy
+
+    result = _gpu_check().replan(name, copy.deepcopy(GPU_CHECK[name]), None)
+    misses = {
+        key: round(100 * (v["plan_gb"] / v["measured_gb"] - 1), 1)
+        for key, v in result["phases"].items()
+        if v["measured_gb"] >= 0.5
+    }
+    assert len(misses) == 10 and all(abs(m) <= 8 for m in misses.values()), misses
