@@ -100,6 +100,7 @@ bench: ## speed and cost measurements (print figures)
 	$(PY) bench/serve.py
 	$(PY) bench/cascade.py
 	$(PY) bench/stream.py
+	$(PY) bench/rollout.py
 
 mutate: ## mutation testing of the core modules (slow; prints the surviving mutants)
 	$(PY) scripts/mutate.py $(ARGS)
