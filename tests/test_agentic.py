@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import base64
 import json
-import threading
 from pathlib import Path
 
 import httpx
 import pytest
 import torch
+from test_serve import FakeUpstream, InThread, QuietHandler
 
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
@@ -92,16 +92,14 @@ def test_a_plugins_manifest_lists_its_tools_as_function_tools(tmp_path):
 # -- the loop in `serve --agentic` ---------------------------------------------------------------
 
 
-class ScriptUpstream(threading.Thread):
+class ScriptUpstream(FakeUpstream):
     """An OpenAI-compatible upstream that follows a fixed script: ``script(body, turn)`` returns the
     assistant message of each request; every request body is kept in ``seen``."""
 
     def __init__(self, script):
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
         seen = self.seen = []
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802 - http.server API
                 body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
                 seen.append(body)
@@ -121,16 +119,16 @@ class ScriptUpstream(threading.Thread):
                 self.end_headers()
                 self.wfile.write(data)
 
-            def log_message(self, *args):
-                pass
+        super().__init__(Handler)
 
-        super().__init__(daemon=True)
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.start()
 
-    def run(self):
-        self.httpd.serve_forever()
+def _chat_once(service, upstream, body: dict) -> httpx.Response:
+    """One chat completion through the service; then the service and its upstream are stopped."""
+    try:
+        return httpx.post(service.url + "/v1/chat/completions", json=body, timeout=120)
+    finally:
+        service.stop()
+        upstream.httpd.shutdown()
 
 
 def _call(name, arguments="{}", call_id=None):
@@ -138,7 +136,6 @@ def _call(name, arguments="{}", call_id=None):
 
 
 def _service(tmp, plugin=None, upstream=None, reasoner=None, **limits):
-    from test_serve import InThread
 
     from autagent.config import load_config
     from autagent.serve import build, create_app
@@ -206,15 +203,9 @@ def test_an_upstream_that_calls_two_tools_in_two_rounds_gets_both_records_and_an
     upstream = ScriptUpstream(script)
     service, _ = _service(tmp_path, asr_plugin, upstream.url)
     sample = tiny_bench["test"][0]
-    try:
-        reply = httpx.post(
-            service.url + "/v1/chat/completions",
-            json={"model": "m", "messages": _messages(sample.audio, sample.question, sample.choices)},
-            timeout=120,
-        )
-    finally:
-        service.stop()
-        upstream.httpd.shutdown()
+    reply = _chat_once(
+        service, upstream, {"model": "m", "messages": _messages(sample.audio, sample.question, sample.choices)}
+    )
     assert reply.status_code == 200, reply.text
     body = reply.json()
     assert body["choices"][0]["message"]["content"] == "the final answer"
@@ -244,15 +235,9 @@ def test_calls_past_the_last_round_are_not_run_and_the_last_request_offers_no_to
     upstream = ScriptUpstream(lambda body, turn: {"content": None, "tool_calls": [_call("tempo", call_id=f"c{turn}")]})
     service, _ = _service(tmp_path, quiet_plugin, upstream.url, max_tool_rounds=2)
     sample = tiny_bench["test"][0]
-    try:
-        reply = httpx.post(
-            service.url + "/v1/chat/completions",
-            json={"model": "m", "messages": _messages(sample.audio, sample.question, sample.choices)},
-            timeout=120,
-        ).json()
-    finally:
-        service.stop()
-        upstream.httpd.shutdown()
+    reply = _chat_once(
+        service, upstream, {"model": "m", "messages": _messages(sample.audio, sample.question, sample.choices)}
+    ).json()
     assert [bool(body.get("tools")) for body in upstream.seen] == [True, True, False]
     info = reply["autagent"]
     assert info["rounds"] == 3 and [c["round"] for c in info["calls"]] == [1, 2] and info["stopped"] == ["tempo"]
@@ -275,15 +260,8 @@ def test_a_clients_own_tools_are_offered_beside_ours_and_their_calls_come_back_u
     service, _ = _service(tmp_path, quiet_plugin, upstream.url)
     sample = tiny_bench["test"][1]
     messages = _messages(sample.audio, sample.question, sample.choices)
-    try:
-        reply = httpx.post(
-            service.url + "/v1/chat/completions",
-            json={"model": "m", "messages": messages, "tools": [weather], "tool_choice": "auto"},
-            timeout=120,
-        ).json()
-    finally:
-        service.stop()
-        upstream.httpd.shutdown()
+    body = {"model": "m", "messages": messages, "tools": [weather], "tool_choice": "auto"}
+    reply = _chat_once(service, upstream, body).json()
     (seen,) = upstream.seen
     assert seen["tools"][0] == weather and [t["function"]["name"] for t in seen["tools"][1:]] == list(TOOLS)
     assert seen["messages"] == messages  # nothing selected: the client's messages as they came

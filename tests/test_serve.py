@@ -12,6 +12,7 @@ import socket
 import subprocess
 import threading
 import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
@@ -186,6 +187,42 @@ def test_select_health_and_metrics(services, tiny_bench):
     assert 'autagent_stage_seconds_count{stage="select"}' in text
 
 
+class QuietHandler(BaseHTTPRequestHandler):
+    """A stand-in server's request handler that logs nothing."""
+
+    def log_message(self, *args):
+        pass
+
+
+class FakeUpstream(threading.Thread):
+    """A stand-in OpenAI-compatible upstream on a free loopback port, answering with ``handler``; serving
+    from construction on, its base URL (``.../v1``) in ``url``."""
+
+    def __init__(self, handler: type[BaseHTTPRequestHandler]):
+        super().__init__(daemon=True)
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
+        self.start()
+
+    def run(self):
+        self.httpd.serve_forever()
+
+
+def post_concurrently(url: str, body: dict, clients: int, timeout: float) -> list:
+    """``clients`` threads POST ``body`` to ``url`` at once; their replies, in thread order."""
+    replies = [None] * clients
+
+    def client(i):
+        replies[i] = httpx.post(url, json=body, timeout=timeout)
+
+    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    return replies
+
+
 class InThread:
     """The app on a loopback port, served by uvicorn in a thread of this process."""
 
@@ -227,13 +264,11 @@ def _app(plugin, tmp, upstream=None, **limits):
     return InThread(create_app(options))
 
 
-class _Upstream(threading.Thread):
+class _Upstream(FakeUpstream):
     """A stand-in upstream: ``junk`` answers HTML, ``slow`` a valid completion after a pause."""
 
     def __init__(self, mode: str):
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802 - http.server API
                 self.rfile.read(int(self.headers["Content-Length"]))
                 if mode == "slow":
@@ -254,15 +289,7 @@ class _Upstream(threading.Thread):
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, *args):
-                pass
-
-        super().__init__(daemon=True)
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-
-    def run(self):
-        self.httpd.serve_forever()
+        super().__init__(Handler)
 
 
 def _refused(reply, status: int, words: str):
@@ -322,7 +349,6 @@ def test_every_hostile_request_gets_an_openai_shaped_error_and_the_service_stays
 
 def test_an_upstream_that_is_down_or_answers_junk_is_a_502_naming_it(plugins, tmp_path, melody_wav):
     junk = _Upstream("junk")
-    junk.start()
     down = f"http://127.0.0.1:{_free_port()}/v1"
     body = {"model": "m", "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
     for upstream, words in ((down, "ConnectionError"), (junk.url, "not JSON")):
@@ -339,20 +365,10 @@ def test_an_upstream_that_is_down_or_answers_junk_is_a_502_naming_it(plugins, tm
 
 def test_32_concurrent_clients_on_a_bounded_service_each_get_an_answer_or_a_429(plugins, tmp_path, melody_wav):
     slow = _Upstream("slow")
-    slow.start()
     service = _app(plugins["quiet"], tmp_path, upstream=slow.url, max_concurrency=2, max_queue=4)
     body = {"model": "m", "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
-    replies = [None] * 32
-
-    def client(i):
-        replies[i] = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=120)
-
     try:
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(32)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        replies = post_concurrently(service.url + "/v1/chat/completions", body, 32, timeout=120)
         statuses = [r.status_code for r in replies]
         assert set(statuses) <= {200, 429} and statuses.count(200) >= 2 and statuses.count(429) >= 1, statuses
         assert all(r.headers["Retry-After"] == "1" for r in replies if r.status_code == 429)

@@ -15,7 +15,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from test_serve import TOOLS, InThread, _message, _plugin
+from test_serve import TOOLS, FakeUpstream, InThread, QuietHandler, _message, _plugin, post_concurrently
 
 
 @pytest.fixture(scope="module")
@@ -60,18 +60,16 @@ def _service(plugin, tmp, upstream=None, overrides=None, **limits) -> InThread:
     return InThread(create_app(_options(plugin, tmp, upstream, overrides, **limits)))
 
 
-class Upstream(threading.Thread):
+class Upstream(FakeUpstream):
     """A stand-in upstream that keeps every body it was sent: ``echo`` answers "ok"; ``drip`` streams one chunk,
     then the rest once ``release`` is set; ``broken`` sends one chunk of a longer declared body and hangs up; ``junk``
     answers HTML; ``flaky`` answers HTML the first time, then as ``echo``."""
 
     def __init__(self, mode: str):
-        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-
         seen = self.seen = []
         release = self.release = threading.Event()
 
-        class Handler(BaseHTTPRequestHandler):
+        class Handler(QuietHandler):
             protocol_version = "HTTP/1.1"
 
             def do_POST(self):  # noqa: N802 - http.server API
@@ -112,16 +110,7 @@ class Upstream(threading.Thread):
                     self.wfile.flush()
                 self.close_connection = True
 
-            def log_message(self, *args):
-                pass
-
-        super().__init__(daemon=True)
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.start()
-
-    def run(self):
-        self.httpd.serve_forever()
+        super().__init__(Handler)
 
 
 def _settled(url: str) -> bool:
@@ -232,17 +221,8 @@ def test_eight_requests_run_side_by_side_on_a_service_of_eight(quiet_plugin, tmp
     options.plugin.augment_query = waits_for_the_others
     service = InThread(create_app(options))
     body = {"model": "m", "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
-    replies = [None] * 8
-
-    def client(i):
-        replies[i] = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=60)
-
     try:
-        threads = [threading.Thread(target=client, args=(i,)) for i in range(8)]
-        for thread in threads:
-            thread.start()
-        for thread in threads:
-            thread.join()
+        replies = post_concurrently(service.url + "/v1/chat/completions", body, 8, timeout=60)
         assert [r.status_code for r in replies] == [200] * 8, [r.text[:200] for r in replies]
     finally:
         service.stop()
