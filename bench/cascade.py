@@ -56,20 +56,9 @@ def naive_seconds(reasoner, requests) -> float:
     pass per choice, no shared prefix, no calibration)."""
     import torch
 
-    from autagent.reasoners.cascade.layout import lay_out
-
-    c = reasoner.config
     started = time.perf_counter()
     for sample, records in requests:
-        laid = lay_out(
-            reasoner.encode,
-            [reasoner.bos],
-            sample.question,
-            list(sample.choices),
-            records,
-            max_items=c.max_items,
-            max_prompt_tokens=c.max_prompt_tokens,
-        )
+        laid = reasoner.lay_out(sample, records)
         context = [t for _, ids in laid.prompt.pieces for t in ids]
         for ids in laid.prompt.choices:
             with torch.inference_mode():

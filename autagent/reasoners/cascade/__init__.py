@@ -115,21 +115,23 @@ class CascadeReasoner:
     def encode(self, text: str) -> list[int]:
         return self.tokenizer.encode(text, add_special_tokens=False).ids
 
+    def lay_out(self, sample, records):
+        """The sample's question, choices and records laid out for the model (:func:`.layout.lay_out`)."""
+        c = self.config
+        return lay_out(
+            self.encode,
+            [self.bos],
+            sample.question,
+            list(sample.choices),
+            records,
+            max_items=c.max_items,
+            max_prompt_tokens=c.max_prompt_tokens,
+        )
+
     def choice_scores(self, requests) -> list[tuple[list[float], str | None]]:
         """For each ``(sample, records)`` with choices: each choice's score, and the cut note (if any)."""
         c = self.config
-        laid = [
-            lay_out(
-                self.encode,
-                [self.bos],
-                sample.question,
-                list(sample.choices),
-                records,
-                max_items=c.max_items,
-                max_prompt_tokens=c.max_prompt_tokens,
-            )
-            for sample, records in requests
-        ]
+        laid = [self.lay_out(sample, records) for sample, records in requests]
         prompts = [x.prompt for x in laid]
         unknown = (
             sorted({ch for s, _ in requests for ch in s.choices if ch not in self._neutral}) if c.calibrate else []
@@ -149,19 +151,10 @@ class CascadeReasoner:
     def free_text(self, sample, records) -> Reply:
         import torch
 
-        c = self.config
-        laid = lay_out(
-            self.encode,
-            [self.bos],
-            sample.question,
-            [],
-            records,
-            max_items=c.max_items,
-            max_prompt_tokens=c.max_prompt_tokens,
-        )
+        laid = self.lay_out(sample, records)  # a sample without choices: the question and records alone
         ids = torch.tensor([[t for _, piece in laid.prompt.pieces for t in piece]])
         with torch.inference_mode():
-            out = self.model.generate(ids, max_new_tokens=c.max_new_tokens, do_sample=False)
+            out = self.model.generate(ids, max_new_tokens=self.config.max_new_tokens, do_sample=False)
         text = self.tokenizer.decode(out[0, ids.shape[1] :].tolist(), skip_special_tokens=True)
         return Reply(text.split("\n")[0].strip() or None, note=laid.note)
 
