@@ -85,7 +85,7 @@ def main(argv=None) -> int:
         print(f"bench/rollout: no CUDA device here (torch {torch.__version__}); nothing measured.")
         return 0
     from peft import LoraConfig, get_peft_model
-    from transformers import AutoProcessor, Qwen2AudioConfig, Qwen2AudioForConditionalGeneration
+    from transformers import AutoProcessor
 
     from autagent.policies.lm.config import LMPolicyConfig, LoRAConfig, RolloutConfig
     from autagent.policies.lm.prompt import agent_prompt
@@ -94,12 +94,7 @@ def main(argv=None) -> int:
     check = gpu_check()
     work = Path(tempfile.mkdtemp(prefix="bench-rollout-"))
     folder = check.model_folder(args.shape, work / "model")
-    raw = {k: v for k, v in __import__("json").loads((folder / "config.json").read_text()).items()}
-    with torch.device("cuda"):
-        model = Qwen2AudioForConditionalGeneration._from_config(
-            Qwen2AudioConfig(**{k: v for k, v in raw.items() if k not in ("model_type", "architectures")}),
-            dtype=torch.bfloat16,
-        ).eval()
+    model = check.random_model(folder, "cuda", torch.bfloat16).eval()
     processor = AutoProcessor.from_pretrained(folder)
     samples = check.clips(work, args.rows)
     texts, paths = [agent_prompt(s.question, SIX) for s in samples], [s.audio for s in samples]

@@ -89,19 +89,39 @@ def settings(run: dict, device: str) -> dict:
 
 
 def model_folder(shape: str, folder: Path) -> Path:
-    from autagent.plan import KNOWN_CONFIGS
     from autagent.policies.lm.prompt import AGENT_PROMPT
     from autagent.policies.lm.recipe import build_tiny_policy
     from autagent.tiny_models import write_qwen2_audio_shapes
 
     if shape == "tiny":
         return build_tiny_policy(folder)
+    return write_qwen2_audio_shapes(folder, shapes_of(shape), prompts=(AGENT_PROMPT,))
+
+
+def shapes_of(shape: str) -> dict:
+    """``audio_config`` and ``text_config`` of a non-tiny run's model: Qwen2-Audio-7B-Instruct's published
+    shapes, the decoder replaced by :data:`SMALLER_DECODER`'s for ``2b``."""
+    from autagent.plan import KNOWN_CONFIGS
+
     published = KNOWN_CONFIGS["Qwen/Qwen2-Audio-7B-Instruct"]
-    shapes = {
+    return {
         "audio_config": published["audio_config"],
         "text_config": {**published["text_config"], **SMALLER_DECODER[shape]},
     }
-    return write_qwen2_audio_shapes(folder, shapes, prompts=(AGENT_PROMPT,))
+
+
+def random_model(folder: Path, device: str, dtype):
+    """Random weights of the folder's config.json, built directly on ``device`` (no checkpoint written or read)."""
+    import torch
+    from transformers import Qwen2AudioConfig, Qwen2AudioForConditionalGeneration
+
+    raw = json.loads((folder / "config.json").read_text())
+    with torch.device(device):
+        model = Qwen2AudioForConditionalGeneration._from_config(
+            Qwen2AudioConfig(**{k: v for k, v in raw.items() if k not in ("model_type", "architectures")}), dtype=dtype
+        )
+    model.config._name_or_path = str(folder)
+    return model
 
 
 def clips(folder: Path, count: int) -> list:
@@ -192,7 +212,6 @@ def instrument(trainer, meter: PhaseMeter, timings: list) -> None:
 
 def one_run(name: str, device: str, work: Path) -> dict:
     import torch
-    from transformers import Qwen2AudioConfig, Qwen2AudioForConditionalGeneration
 
     from autagent.config import load_config
     from autagent.policies.lm.trainer import build_grpo_trainer, weight_dtype
@@ -205,13 +224,8 @@ def one_run(name: str, device: str, work: Path) -> dict:
     config = load_config(ROOT / "experiments" / "paper_qwen2audio.yaml", overrides)
     lm = config.policy.lm
     dtype = weight_dtype(lm, deepspeed=bool(lm.deepspeed))
-    raw = json.loads((folder / "config.json").read_text())
     torch.manual_seed(0)
-    with torch.device(device):  # random weights built where they train: no checkpoint written or read
-        model = Qwen2AudioForConditionalGeneration._from_config(
-            Qwen2AudioConfig(**{k: v for k, v in raw.items() if k not in ("model_type", "architectures")}), dtype=dtype
-        )
-    model.config._name_or_path = str(folder)
+    model = random_model(folder, device, dtype)  # built where it trains
     if config.grpo.beta > 0 and lm.lora is None:  # TRL loads the reference model from the policy's folder
         model.save_pretrained(folder, state_dict={k: v.to(torch.bfloat16) for k, v in model.state_dict().items()})
     prompts = lm.per_device_train_batch_size * lm.gradient_accumulation_steps // config.grpo.group_size
@@ -262,15 +276,9 @@ def replan(name: str, result: dict, config=None) -> dict:
 def run_config(name: str, folder: Path):
     """A run's config with its model given by shapes alone (config.json: all the plan reads)."""
     from autagent.config import load_config
-    from autagent.plan import KNOWN_CONFIGS
 
-    shape = RUNS[name]["shape"]
     folder.mkdir(parents=True, exist_ok=True)
-    published = KNOWN_CONFIGS["Qwen/Qwen2-Audio-7B-Instruct"]
-    text = {**published["text_config"], **SMALLER_DECODER.get(shape, {})}
-    (folder / "config.json").write_text(
-        json.dumps({"model_type": "qwen2_audio", "audio_config": published["audio_config"], "text_config": text})
-    )
+    (folder / "config.json").write_text(json.dumps({"model_type": "qwen2_audio", **shapes_of(RUNS[name]["shape"])}))
     overrides = {**settings(RUNS[name], "cuda"), "policy.lm.model_id": str(folder)}
     return load_config(ROOT / "experiments" / "paper_qwen2audio.yaml", overrides)
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
+from test_gpu_check import _module as gpu_check_module
 
 from autagent.config import load_config
 from autagent.plan import GB, MAIN_64BB085, plan_training
@@ -167,17 +168,6 @@ def test_lora_parameters_are_what_peft_adds_to_the_decoder(tmp_path):
     assert not any("audio_tower" in n for n, p in peft_model.named_parameters() if p.requires_grad)
 
 
-def _gpu_check():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location(
-        "gpu_check", Path(__file__).parent.parent / "scripts" / "gpu_check.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
 GPU_CHECK = json.loads((Path(__file__).parent.parent / "docs" / "gpu_check.json").read_text())
 MEASURED_RUNS = [n for n, r in GPU_CHECK.items() if r.get("phases") and not n.startswith("tiny")]
 
@@ -189,7 +179,7 @@ def test_the_plan_holds_on_what_make_gpu_check_measured_with_this_code(name, tmp
     replanned from the run's settings within 8 % of the measured peak."""
     import copy
 
-    result = _gpu_check().replan(name, copy.deepcopy(GPU_CHECK[name]), None)
+    result = gpu_check_module().replan(name, copy.deepcopy(GPU_CHECK[name]), None)
     misses = {
         key: round(100 * (v["plan_gb"] / v["measured_gb"] - 1), 1)
         for key, v in result["phases"].items()

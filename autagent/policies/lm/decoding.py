@@ -67,6 +67,14 @@ def decoder_view(model):
     return view
 
 
+def under_autocast(config, model) -> bool:
+    """Whether generation runs under bf16 autocast: ``bf16`` over fp32 weights (fp32 masters: no LoRA,
+    no DeepSpeed).  bf16 weights (LoRA's frozen base, DeepSpeed's copy) compute in bf16 as they are."""
+    import torch
+
+    return config.bf16 and next(model.parameters()).dtype == torch.float32
+
+
 def static_cache_kwargs(config, prompt_tokens: int, autocast: bool = False) -> dict:
     """``generate`` settings of the static cache (one length for every chunk, so the compiled decoding
     step is reused), or none when the prompt is longer than the cache allows or the decoder runs
@@ -87,7 +95,7 @@ def warm_up(model, processor, config, rows: int, device) -> None:
     rollout = config.rollout
     view = decoder_view(model)
     dtype = next(view.parameters()).dtype
-    kwargs = static_cache_kwargs(config, 8, autocast=config.bf16 and dtype == torch.float32)
+    kwargs = static_cache_kwargs(config, 8, autocast=under_autocast(config, model))
     if not kwargs or rollout.prompt_logits != "last" or torch.device(device).type != "cuda":
         return
     embeds = torch.zeros(rows, 8, view.config.hidden_size, device=device, dtype=dtype)

@@ -42,7 +42,7 @@ def generate_selections(
     the same distribution with the same random draws; under ``bf16`` both compute in bf16."""
     import torch
 
-    from .decoding import decoder_view, prompt_embeddings, static_cache_kwargs
+    from .decoding import decoder_view, prompt_embeddings, static_cache_kwargs, under_autocast
 
     tokenizer = processor.tokenizer
     # A sampled <|AUDIO|> would no longer match the clip's features in the log-probability pass.
@@ -58,7 +58,7 @@ def generate_selections(
         kwargs.update(temperature=temperature, top_k=0, top_p=1.0)
     prompt_length = inputs["input_ids"].shape[1]
     device = inputs["input_ids"].device
-    in_bf16 = config.bf16 and next(model.parameters()).dtype == torch.float32  # fp32 masters: autocast
+    in_bf16 = under_autocast(config, model)
     with torch.no_grad(), torch.autocast(device.type, torch.bfloat16, enabled=in_bf16):
         if config.rollout.prompt_logits == "last":
             # from embeddings, ``generate`` returns (and the grammar reads) the new tokens only
