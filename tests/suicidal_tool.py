@@ -14,7 +14,7 @@ from tools.base import Backend, ToolSpec, package_version
 def infer(model, audio, settings):
     counter = Path(settings["counter"])
     with open(counter, "a") as handle:
-        handle.write(f"{os.getpid()}\n")
+        handle.write(f"{os.getpid()} {Path(audio.path).name}\n")
     killed = counter.with_suffix(".killed")
     if len(counter.read_text().splitlines()) == settings["kill_at"] and not killed.exists():
         killed.write_text(str(os.getpid()))

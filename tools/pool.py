@@ -1,11 +1,12 @@
 """The tool pool: Ray actors per tool, batched calls, every result cached on disk.
 
-``ToolPool.run_many(paths, tools)`` answers from the cache where it can and sends the rest to the
-tools' actors at once, in per-tool batches (a backend that can batch, such as the embedded ASR,
-sees the whole batch), so a subset costs about its slowest tool.
+``ToolPool.run_many(paths, tools)`` answers from the cache where it can and keeps every tool's actors
+busy with the rest, in per-tool batches (a backend that can batch, such as the embedded ASR, sees the
+whole batch; each actor has one batch in flight), so a subset costs about its slowest tool.
 
 Fault tolerance is Ray's own: actors are created with ``max_restarts`` and ``max_task_retries``,
-so an actor that dies (OOM, SIGKILL, a segfaulting library) is restarted and its calls re-run.
+so an actor that dies (OOM, SIGKILL, a segfaulting library) is restarted and the call it was
+running re-run once.
 On top of that, a *no-progress* timeout turns a hung call into an error record and kills the
 actor so Ray restarts it.  A clip that cannot be read gets an ``"error"`` record for each tool,
 never an exception: a batch always completes and every clip is accounted for.
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -157,8 +159,12 @@ class ToolPool:
                 )
         return ray
 
+    def _replica(self, tool_id: str, batch: int) -> tuple[str, int]:
+        """Which of ``tool_id``'s actors takes its ``batch``-th batch (round robin over its replicas)."""
+        return tool_id, batch % self.config.replicas.get(tool_id, 1)
+
     def actor(self, tool_id: str, replica: int = 0):
-        key = (tool_id, replica % self.config.replicas.get(tool_id, 1))
+        key = self._replica(tool_id, replica)
         if key not in self._actors:
             self._ensure_ray()
             self._actors[key] = (
@@ -214,7 +220,7 @@ class ToolPool:
         progress: bool = False,
         window: Window | None = None,
     ) -> list[dict[str, dict]]:
-        """Records for every (clip, tool); all cache misses are in flight at once across the actors.
+        """Records for every (clip, tool); the cache misses run on all the tools' actors at once.
         With a ``window`` the tools see that part of each clip (cut to a file of its own), and the
         records are cached under the clip's content and the window."""
         wanted = set(self.tool_ids if tools is None else tools)
@@ -302,39 +308,51 @@ class ToolPool:
                 yield i, tool_id, key, record
 
     def _compute_ray(self, pending: dict, paths: list[str]):
+        """Every actor has one call in flight and the rest of its batches wait here, not in Ray's
+        queue: when an actor dies, the one call it was running is re-run (``max_task_retries``) and
+        nothing else. With all of an actor's calls queued in Ray, its death now and then also re-ran
+        a call that had finished but whose answer had not reached the driver yet (Ray's retries are
+        at least once): a tool saw a clip twice, and the kill test failed in CI."""
         ray = self._ensure_ray()
         from ray.exceptions import RayError
 
-        in_flight = {}
+        waiting: dict[tuple[str, int], deque] = {}
         per_tool: dict[str, int] = {}
         for tool_id, chunk, batch_paths in self._batches(pending, paths):  # spread batches over replicas
             n = per_tool[tool_id] = per_tool.get(tool_id, -1) + 1
-            in_flight[self.actor(tool_id, n).run_batch.remote(batch_paths)] = (tool_id, chunk, batch_paths, n)
+            waiting.setdefault(self._replica(tool_id, n), deque()).append((chunk, batch_paths))
+        in_flight = {}
+
+        def send(replica: tuple[str, int]) -> None:
+            if waiting[replica]:
+                chunk, batch_paths = waiting[replica].popleft()
+                in_flight[self.actor(*replica).run_batch.remote(batch_paths)] = (replica, chunk, batch_paths)
+
+        for replica in waiting:
+            send(replica)
         while in_flight:
             done, _ = ray.wait(list(in_flight), num_returns=1, timeout=self.config.timeout_s)
             if not done:  # nothing finished within the window: fail the oldest call, let Ray restart its actor
                 ref = next(iter(in_flight))
-                tool_id, chunk, batch_paths, n = in_flight.pop(ref)
+                replica, chunk, batch_paths = in_flight.pop(ref)
                 for (i, key), path in zip(chunk, batch_paths):
-                    yield (
-                        i,
-                        tool_id,
-                        key,
-                        make_record(tool_id, *key[2:], error=f"{path}: timed out after {self.config.timeout_s}s"),
-                    )
-                ray.kill(self.actor(tool_id, n), no_restart=False)
+                    error = f"{path}: timed out after {self.config.timeout_s}s"
+                    yield i, replica[0], key, make_record(replica[0], *key[2:], error=error)
+                ray.kill(self.actor(*replica), no_restart=False)
+                send(replica)
                 continue
             ref = done[0]
-            tool_id, chunk, batch_paths, n = in_flight.pop(ref)
+            replica, chunk, batch_paths = in_flight.pop(ref)
+            send(replica)
             try:
                 records = ray.get(ref)
             except RayError as err:  # the actor died more often than max_task_retries allows
                 records = [
-                    make_record(tool_id, *key[2:], error=f"{path}: tool actor failed: {type(err).__name__}")
+                    make_record(replica[0], *key[2:], error=f"{path}: tool actor failed: {type(err).__name__}")
                     for (_, key), path in zip(chunk, batch_paths)
                 ]
             for (i, key), record in zip(chunk, records):
-                yield i, tool_id, key, record
+                yield i, replica[0], key, record
 
 
 def _progress(total: int, enabled: bool):
