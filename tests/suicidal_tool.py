@@ -41,10 +41,17 @@ SPEC = fault_tool(
 
 
 def hang(model, audio, settings):
+    """Sleeps ``seconds`` on the clip named ``only`` (on every clip when it is empty); logs each call's
+    clip to ``counter`` when one is given."""
     import time
 
-    time.sleep(settings["seconds"])
-    return {}
+    name = Path(audio.path).name
+    if settings["counter"]:
+        with open(settings["counter"], "a") as handle:
+            handle.write(f"{name}\n")
+    if settings["only"] in ("", name):
+        time.sleep(settings["seconds"])
+    return {"seconds": round(audio.duration, 3)}
 
 
-HANGING = fault_tool("hanging", "Never answers in time (a test tool).", hang, seconds=600)
+HANGING = fault_tool("hanging", "Never answers in time (a test tool).", hang, seconds=600, only="", counter="")

@@ -131,26 +131,36 @@ def test_a_full_disk_while_caching_is_a_clear_error_and_leaves_no_partial_entry(
 
 
 @pytest.mark.slow  # Ray actors start in their own processes
-def test_a_hung_call_times_out_into_an_error_record(tmp_path, click_wav):
-    """A tool that never answers (it sleeps ten minutes): after ``timeout_s`` without progress the call
-    is an error record, counted, and the actor is restarted."""
+def test_a_hung_call_times_out_alone_and_is_not_run_again(tmp_path, clips):
+    """A tool that never answers on one clip (it sleeps ten minutes there): after ``timeout_s`` without
+    progress that call is an error record, counted, and its actor restarted; the clips before and after
+    it on the same actor get their records, and the hung call is not re-run in the restarted actor
+    (Ray's retries re-ran it there, and the clips queued behind it timed out in turn)."""
+    counter = tmp_path / "calls.log"
+    hung = Path(clips[1]).name
     pool = ToolPool(
         PoolConfig(
             executor="ray",
             cache_dir=str(tmp_path / "c"),
-            timeout_s=2.0,
+            timeout_s=12.0,  # the restarted actor's start and the next call fit well inside
             actor_cpus=0.25,
+            batch_size={"hanging": 1},
             enabled=["hanging"],
             extra=["suicidal_tool:HANGING"],
+            settings={"hanging": {"only": hung, "counter": str(counter)}},
         )
     )
     try:
+        ray = pool._ensure_ray()
+        ray.get(pool.actor("hanging").pid.remote())  # started: the first call's window is the call's own
         started = time.perf_counter()
-        record = pool.run(str(click_wav[0]), ["hanging"])["hanging"]
-        assert "timed out after 2.0s" in record["error"] and pool.errors == {"hanging": 1}
+        records = [r["hanging"] for r in pool.run_many(clips[:4], ["hanging"])]
         assert time.perf_counter() - started < 60
     finally:
         pool.shutdown()
+    assert "timed out after 12.0s" in records[1]["error"] and pool.errors == {"hanging": 1}
+    assert all("output" in r for k, r in enumerate(records) if k != 1), records
+    assert counter.read_text().split() == [Path(c).name for c in clips[:4]]  # each clip once, in order
 
 
 def test_cache_writes_are_atomic_and_keyed_by_version(tmp_path, monkeypatch):

@@ -6,10 +6,10 @@ whole batch; each actor has one batch in flight), so a subset costs about its sl
 
 Fault tolerance is Ray's own: actors are created with ``max_restarts`` and ``max_task_retries``,
 so an actor that dies (OOM, SIGKILL, a segfaulting library) is restarted and the call it was
-running re-run once.
-On top of that, a *no-progress* timeout turns a hung call into an error record and kills the
-actor so Ray restarts it.  A clip that cannot be read gets an ``"error"`` record for each tool,
-never an exception: a batch always completes and every clip is accounted for.
+running re-run once. On top of that, a *no-progress* timeout turns a hung call into an error record,
+cancels it (so Ray does not run it again) and kills the actor so Ray restarts it. A clip that cannot
+be read gets an ``"error"`` record for each tool, never an exception: a batch always completes and
+every clip is accounted for.
 """
 
 from __future__ import annotations
@@ -338,6 +338,7 @@ class ToolPool:
                 for (i, key), path in zip(chunk, batch_paths):
                     error = f"{path}: timed out after {self.config.timeout_s}s"
                     yield i, replica[0], key, make_record(replica[0], *key[2:], error=error)
+                ray.cancel(ref)  # a call given up on is not re-run by Ray in the restarted actor
                 ray.kill(self.actor(*replica), no_restart=False)
                 send(replica)
                 continue
