@@ -151,7 +151,8 @@ def test_a_hung_call_times_out_alone_and_is_not_run_again(tmp_path, clips):
         )
     )
     try:
-        ray = pool._ensure_ray()
+        import ray
+
         ray.get(pool.actor("hanging").pid.remote())  # started: the first call's window is the call's own
         started = time.perf_counter()
         records = [r["hanging"] for r in pool.run_many(clips[:4], ["hanging"])]

@@ -335,25 +335,27 @@ class ToolPool:
             if not done:  # nothing finished within the window: fail the oldest call, let Ray restart its actor
                 ref = next(iter(in_flight))
                 replica, chunk, batch_paths = in_flight.pop(ref)
+                tool_id = replica[0]
                 for (i, key), path in zip(chunk, batch_paths):
                     error = f"{path}: timed out after {self.config.timeout_s}s"
-                    yield i, replica[0], key, make_record(replica[0], *key[2:], error=error)
+                    yield i, tool_id, key, make_record(tool_id, *key[2:], error=error)
                 ray.cancel(ref)  # a call given up on is not re-run by Ray in the restarted actor
                 ray.kill(self.actor(*replica), no_restart=False)
                 send(replica)
                 continue
             ref = done[0]
             replica, chunk, batch_paths = in_flight.pop(ref)
+            tool_id = replica[0]
             send(replica)
             try:
                 records = ray.get(ref)
             except RayError as err:  # the actor died more often than max_task_retries allows
                 records = [
-                    make_record(replica[0], *key[2:], error=f"{path}: tool actor failed: {type(err).__name__}")
+                    make_record(tool_id, *key[2:], error=f"{path}: tool actor failed: {type(err).__name__}")
                     for (_, key), path in zip(chunk, batch_paths)
                 ]
             for (i, key), record in zip(chunk, records):
-                yield i, replica[0], key, record
+                yield i, tool_id, key, record
 
 
 def _progress(total: int, enabled: bool):
