@@ -32,6 +32,40 @@ def evaluation_table(metrics: dict | None) -> list[str]:
     return lines
 
 
+def training_lines(manifest: dict) -> list[str]:
+    """What the plugin was trained against and what that cost, when the run recorded it: the reasoner's
+    fingerprint, the plugin it started from, the answers spent of the budget, the price, and the
+    cross-validated choice of settings."""
+    training = (manifest.get("metrics") or {}).get("training") or {}
+    if not training.get("reasoner"):
+        return []
+    lines = ["## Training", "", f"- reasoner: `{training['reasoner']}`"]
+    if training.get("init_from"):
+        lines.append(
+            f"- started from the plugin `{training['init_from']['path']}` "
+            f"(content hash `{training['init_from']['content_hash']}`): adapted to this reasoner"
+        )
+    table = training.get("table")
+    if table:
+        lines.append(
+            f"- answers asked: {table['answers_spent']} (budget: {table['budget'] or 'no cap'}); answer table of "
+            f"{table['queries']} training queries x {table['subsets_per_query']} subsets"
+        )
+    lines.append(
+        f"- price of a tool call: {training.get('price')} of an answer (trained at {training.get('training_price')})"
+    )
+    found = training.get("crossval")
+    if found:
+        chosen = next((c for c in found["candidates"] if c["candidate"] == found["chosen"]), None)
+        if chosen is not None:
+            lines.append(
+                f"- settings chosen by {found['folds']}-fold cross-validation on the training queries "
+                f"({found['rule']}): {found['chosen']}; held-out accuracy {100 * chosen['accuracy']:.1f} %, "
+                f"{chosen['avg_tools']:.2f} tools, reward {chosen['reward']:+.3f} ± {chosen['reward_se']:.3f}"
+            )
+    return [*lines, ""]
+
+
 def model_card(manifest: dict, evaluation: dict | None = None) -> str:
     """The README.md of a plugin whose manifest (without files and hash) is ``manifest``."""
     config = manifest.get("training_config") or {}
@@ -66,6 +100,7 @@ def model_card(manifest: dict, evaluation: dict | None = None) -> str:
         + f"Reward: `{(config.get('reward') or {}).get('kind', '?')}`; trained against the "
         f"`{(config.get('reasoner') or {}).get('kind', '?')}` reasoner.",
         "",
+        *training_lines(manifest),
         "## Evaluation",
         "",
         *evaluation_table(evaluation),

@@ -190,6 +190,36 @@ def cmd_train(args) -> int:
     return 0
 
 
+def cmd_adapt(args) -> int:
+    from .adapt import adapt_config, run_adapt
+    from .reasoners.base import ReasonerFailing
+
+    config = adapt_config(
+        args.plugin, args.reasoner, args.out, args.budget, args.tool_cost, args.config, _overrides(args.set)
+    )
+    try:
+        summary = run_adapt(config, args.out, resume=args.resume)
+    except ReasonerFailing as err:
+        raise ReasonerFailing(
+            f"{err}. Every answer given so far is kept in {config.answer_cache_dir} and counted in "
+            f"{config.run_dir / 'budget.json'}: run the same command with --resume to continue"
+        ) from None
+    table, found = summary.get("table") or {}, summary.get("crossval")
+    print(f"adapted {args.plugin} to {summary['reasoner']} -> {args.out}")
+    print(
+        f"  answers: {table.get('answers_spent')} of a budget of {table.get('budget') or 'no cap'}; "
+        f"{table.get('queries')} training queries in the table ({table.get('queries_left_out')} left out)"
+    )
+    if found:
+        best = next(c for c in found["candidates"] if c["candidate"] == found["chosen"])
+        print(
+            f"  cross-validated ({found['folds']} folds, price {found['price']}): chose {found['chosen']}, held-out "
+            f"accuracy {100 * best['accuracy']:.1f} %, {best['avg_tools']:.2f} tools, reward {best['reward']:+.3f}"
+        )
+    print(f"  evaluate it: autagent eval --plugin {args.out} --reasoner {args.reasoner} [--config ...]")
+    return 0
+
+
 def cmd_eval(args) -> int:
     from .pipeline import run_eval
 
@@ -450,6 +480,15 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
     train.add_argument("--force", action="store_true", help="start on CUDA even where the memory plan says no")
     train.set_defaults(func=cmd_train)
+
+    ad = with_config(sub.add_parser("adapt", help="adapt a router plugin to the reasoner in front of it"))
+    ad.add_argument("--plugin", required=True, help="the router plugin to start from")
+    ad.add_argument("--reasoner", required=True, choices=["embedded", "qwen2-audio", "openai", "cascade"])
+    ad.add_argument("--out", required=True, help="where the adapted plugin is written")
+    ad.add_argument("--budget", type=int, help="distinct reasoner answers the adaptation may ask (cache hits free)")
+    ad.add_argument("--tool-cost", type=float, help="your price of one tool call, in answers (default: the plugin's)")
+    ad.add_argument("--resume", action="store_true", help="continue a stopped adaptation (its answers are kept)")
+    ad.set_defaults(func=cmd_adapt)
 
     ev = with_pin(with_config(sub.add_parser("eval", help="every baseline (and a plugin's policy) on a dataset")))
     ev.add_argument("--out", help="output directory (default runs/<name>/eval)")

@@ -7,6 +7,7 @@ field, before any work starts.  The run directory keeps the resolved config (``c
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import types
 import typing
@@ -22,6 +23,7 @@ from .data.config import DataConfig
 from .evaluate import EvalConfig, check_methods
 from .grpo import GRPOConfig
 from .policies import PolicyConfig
+from .policies.router.table import TableConfig
 from .reasoners import ReasonerConfig
 
 
@@ -83,6 +85,8 @@ class RunConfig:
     """GRPO hyper-parameters and the advantage estimator."""
     reward: RewardConfig = field(default_factory=RewardConfig)
     """Reward."""
+    table: TableConfig = field(default_factory=TableConfig)
+    """Router only: the answer table asked before training, its budget and cross-validation."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Evaluation."""
     logging: LoggingConfig = field(default_factory=LoggingConfig)
@@ -106,6 +110,10 @@ class RunConfig:
             raise ValueError(f"eval.add_tools: {clash} are already in tools.enabled")
         if self.checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        if self.table.enabled and self.policy.kind != "router":
+            raise ValueError("table.enabled: the answer table trains the router (policy.kind: router)")
+        if self.grpo.objective == "expected" and not self.table.enabled:
+            raise ValueError("grpo.objective: expected reads each subset's reward from the answer table: table.enabled")
         if self.grpo.credit != "subset" and (self.policy.kind != "router" or self.policy.router.abstain):
             raise ValueError(
                 f"grpo.credit: {self.grpo.credit} credits each tool apart, which needs a router that draws its "
@@ -186,8 +194,15 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
         except (yaml.YAMLError, UnicodeDecodeError) as err:
             raise ConfigError(f"{path}: invalid YAML ({err})") from err
         source = str(path)
+    return config_from_mapping(data, overrides, source)
+
+
+def config_from_mapping(data, overrides: dict | None = None, source: str = "config") -> RunConfig:
+    """A :class:`RunConfig` from a mapping (a YAML file's, a plugin's recorded training config) with
+    dotted ``overrides`` applied to a copy of it."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
+    data = copy.deepcopy(data)
     for dotted, value in (overrides or {}).items():
         node = data
         *parents, leaf = dotted.split(".")

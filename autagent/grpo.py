@@ -35,6 +35,7 @@ import torch
 
 ADVANTAGES = ("group", "reward", "batch")
 CREDITS = ("subset", "tool")
+OBJECTIVES = ("sampled", "expected")
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo")
 
 
@@ -70,6 +71,10 @@ class GRPOConfig:
     credit: str = "subset"
     """Router only: ``subset`` (the paper: one advantage per sampled subset) or ``tool`` (each tool's
     decision is credited with what flipping it changes in the reward; see the module docstring)."""
+    objective: str = "sampled"
+    """Router only: ``sampled`` (GRPO: G subsets drawn per query, the clipped ratio) or ``expected``
+    (the exact expected reward over every subset, read from an answer table, with the exact KL:
+    :mod:`autagent.policies.router.exact`; needs ``table.enabled``)."""
     loss_type: str = "grpo"
     """The LM policy's TRL loss: grpo (the paper's, per-sequence mean), dapo, dr_grpo or bnpo."""
 
@@ -94,6 +99,8 @@ class GRPOConfig:
                 f"grpo.credit: tool is its own baseline (r(z) - r(z with the tool flipped)); "
                 f"it needs grpo.advantage: reward, got {self.advantage!r}"
             )
+        if self.objective not in OBJECTIVES:
+            raise ValueError(f"grpo.objective must be one of {list(OBJECTIVES)}, got {self.objective!r}")
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"grpo.loss_type must be one of {list(LOSS_TYPES)}, got {self.loss_type!r}")
 

@@ -3,7 +3,7 @@
     data -> tool records (Ray pool + cache) -> train (router: GRPO here; lm: TRL) -> plugin -> evaluation
 
 into ``runs/<name>/`` (config, checkpoints, logs, metrics.json, report.md, plots, plugin/).  The
-policies plug in a training step (:func:`autagent.policies.router.train.train_router`,
+policies plug in a training step (:func:`autagent.policies.router.recipe.train_router`,
 :func:`autagent.policies.lm.recipe.train_lm`); lower layers never import this module.
 
 Data: a config that names dataset files never generates the embedded benchmark; with no dev file
@@ -323,8 +323,10 @@ def refuse_what_will_not_fit(config: RunConfig) -> None:
         raise ConfigError(f"{card.name}, {card.total_memory / 1e9:.1f} GB: {message} (--force starts it anyway)")
 
 
-def run_train(config: RunConfig, resume: bool = False, force: bool = False) -> dict | None:
-    """The whole main job; returns the test metrics (also in ``runs/<name>/metrics.json``)."""
+def run_train(config: RunConfig, resume: bool = False, force: bool = False, evaluate: bool = True) -> dict | None:
+    """The whole main job; returns the test metrics (also in ``runs/<name>/metrics.json``).  Without
+    ``evaluate`` (``autagent adapt``) it trains and exports only: no test records, no reasoner answers
+    on test items."""
     from .reasoners import build_reasoner
 
     if not force:
@@ -332,6 +334,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False) -> d
     state = distributed_state(config)
     run_dir = config.run_dir
     started_before = (run_dir / "checkpoints").exists() or any((run_dir / "trainer").glob("checkpoint-*"))
+    started_before = started_before or (run_dir / "budget.json").exists()  # a table run stopped while asking
     if not resume and started_before:
         raise FileExistsError(f"{run_dir} already holds a run: use --resume to continue it, or another name")
     run_dir.mkdir(parents=True, exist_ok=True)
@@ -350,7 +353,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False) -> d
             raise ConfigError("the training split is empty")
         t0 = time.perf_counter()
         pool = ToolPool(config.tools)
-        records = tool_records(config, splits.train + splits.dev + splits.test, pool)
+        records = tool_records(config, splits.train + splits.dev + (splits.test if evaluate else []), pool)
         timings["tools_s"] = time.perf_counter() - t0
         tool_nodes = pool.nodes()
         pool.shutdown()  # every record is cached now: free the tools' memory (GPUs on a cluster) for training
@@ -366,7 +369,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False) -> d
     if config.policy.kind == "lm":
         from .policies.lm.recipe import train_lm as train_step
     else:
-        from .policies.router.train import train_router as train_step
+        from .policies.router.recipe import train_router as train_step
     try:
         plugin_dir, summary, selector = train_step(context, resume)
         timings["train_s"] = time.perf_counter() - t0
@@ -381,7 +384,8 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False) -> d
         )
         if not state.is_main_process:
             return None
-        if config.policy.kind == "router" and config.policy.router.backoff:  # fitted on the plugin, not trained
+        fit = config.policy.kind == "router" and config.policy.router.backoff and not config.policy.init_from
+        if fit:  # fitted on the plugin, not trained (a warm start keeps its source's)
             from .backoff_fit import fit_backoff
 
             fitted = fit_backoff(plugin_dir, splits.train, splits.dev, config.policy.router.backoff)
@@ -391,7 +395,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False) -> d
 
             plot_training(run_dir / "train_log.jsonl", run_dir / "training.png", config.tools.tool_ids)
         metrics: dict = {"training": summary, "data_notes": splits.notes}
-        if splits.test:
+        if splits.test and evaluate:
             t0 = time.perf_counter()
             select = selector.select_many if selector is not None else None
             own = {"policy_select": select, "reasoner": reasoner}  # evaluate with what is already loaded
@@ -420,7 +424,8 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False) -> d
             timings["eval_s"] = time.perf_counter() - t0
         from .manifest import update_card
 
-        content = update_card(plugin_dir, metrics if splits.test else None)  # the card gains the run's table
+        # the card gains the run's table
+        content = update_card(plugin_dir, metrics if splits.test and evaluate else None)
         metrics["plugin"] = {"path": str(plugin_dir), "content_hash": content}
         log.info("plugin: %s (content hash %s)", plugin_dir, content)
     finally:

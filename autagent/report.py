@@ -189,7 +189,8 @@ def plot_tool_calls(metrics: dict, path: Path) -> None:
         fontsize=8,
     )
     ax.set_ylabel(f"calls over {metrics.get('n', '?')} questions")
-    ax.legend(fontsize=7, ncol=len(names), loc="lower center", bbox_to_anchor=(0.5, 1.01), frameon=False)
+    if names:  # an evaluation of no-tool alone has no selector to draw
+        ax.legend(fontsize=7, ncol=len(names), loc="lower center", bbox_to_anchor=(0.5, 1.01), frameon=False)
     ax.spines[["top", "right"]].set_visible(False)
     fig.tight_layout()
     fig.savefig(path, dpi=120)

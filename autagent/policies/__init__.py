@@ -23,7 +23,13 @@ class PolicyConfig:
     """The router's settings."""
     lm: LMPolicyConfig = field(default_factory=LMPolicyConfig)
     """The LM agent's settings."""
+    init_from: str | None = None
+    """Router only: a router plugin folder to start from (warm start; ``{seed}`` is replaced by the run's
+    seed). Its routers start the policy and are GRPO's reference, so the KL term keeps what it knew; its
+    settings replace ``policy.router``; its zero-shot head and back-off travel into the new plugin."""
 
     def __post_init__(self):
         if self.kind not in KINDS:
             raise ValueError(f"policy.kind must be 'router' or 'lm', got {self.kind!r}")
+        if self.init_from is not None and self.kind != "router":
+            raise ValueError("policy.init_from starts a router from a router plugin: policy.kind must be router")

@@ -30,6 +30,9 @@ class Reply(NamedTuple):
     error: str | None = None
     note: str | None = None
     """What the caller should know about an answer that was given (records cut to fit a context)."""
+    scores: tuple[float, ...] | None = None
+    """Each choice's score, in choice order, where the reasoner computes them (cascade, embedded): how
+    sure it was and what came second, which an answer table keeps beside the text."""
 
 
 class Reasoner(Protocol):
@@ -96,6 +99,7 @@ class CachedReasoner:
         self.max_failure_rate, self.min_calls = max_failure_rate, min_calls
         # the answers and clip hashes held in memory: the most recent ``max_memory_answers`` (the file keeps all)
         self._answers = BoundedMemo(max_memory_answers)
+        self._scores = BoundedMemo(max_memory_answers)
         self._lock = threading.Lock()
         self._file = None
         self._audio = BoundedMemo(65_536)  # (path, size, mtime) -> content hash: each file version hashed once
@@ -107,6 +111,8 @@ class CachedReasoner:
                     try:
                         row = json.loads(line)
                         self._answers[row["key"]] = row["answer"]
+                        if row.get("scores") is not None:
+                            self._scores[row["key"]] = tuple(row["scores"])
                     except (json.JSONDecodeError, KeyError, TypeError):
                         continue
             self._file = open(path, "a", buffering=1)
@@ -119,6 +125,9 @@ class CachedReasoner:
         kept = BoundedMemo(max_memory_answers)
         kept.update(self._answers.items()[-max_memory_answers:])
         self._answers = kept
+        scores = BoundedMemo(max_memory_answers)
+        scores.update(self._scores.items()[-max_memory_answers:])
+        self._scores = scores
 
     @property
     def where(self) -> str:
@@ -149,22 +158,30 @@ class CachedReasoner:
             audio = self._audio[version] = audio_identity(sample.audio)
         return answer_key(sample, records, audio)
 
-    def ask(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[Reply]:
-        """Replies for a batch; only misses reach the inner reasoner (in one ``answer_many`` call)."""
+    def is_cached(self, sample: Sample, records: list[dict] | None) -> bool:
+        """Whether this call would be served from the cache (it costs nothing against a budget)."""
+        return self._answers.get(self._key(sample, records), _MISSING) is not _MISSING
+
+    def ask(self, requests: list[tuple[Sample, list[dict] | None]], max_new: int | None = None) -> list[Reply | None]:
+        """Replies for a batch; only misses reach the inner reasoner (in one ``answer_many`` call).
+
+        ``max_new`` caps the misses asked (a budget): the first ``max_new`` distinct misses are asked and
+        every later one is answered ``None`` (not asked, not counted)."""
         keys = [self._key(s, r) for s, r in requests]
         replies: dict[str, Reply] = {}
         for key in keys:
             answer = self._answers.get(key, _MISSING)
             if answer is not _MISSING:
-                replies[key] = Reply(answer)
+                replies[key] = Reply(answer, scores=self._scores.get(key))
         self.hits += sum(k in replies for k in keys)
         missing = {k: req for k, req in zip(keys, requests) if k not in replies}
+        if max_new is not None:
+            missing = dict(list(missing.items())[: max(max_new, 0)])
         if missing:
             fresh = self.inner.answer_many(list(missing.values()))
             for key, reply in zip(missing, fresh):
-                replies[key] = reply
-                self._store(key, reply)
-        return [replies[k] for k in keys]
+                replies[key] = self._store(key, reply)
+        return [replies.get(k) for k in keys]
 
     def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[str | None]:
         return [r.text for r in self.ask(requests)]
@@ -172,16 +189,22 @@ class CachedReasoner:
     def answer(self, sample: Sample, records: list[dict] | None) -> str | None:
         return self.ask([(sample, records)])[0].text
 
-    def _store(self, key: str, reply: Reply) -> None:
+    def _store(self, key: str, reply: Reply) -> Reply:
+        """Count and keep one fresh reply; returns it as a later cache hit will give it (scores rounded)."""
         with self._lock:
             self.calls += 1
             if reply.error is not None:
                 self.failures += 1
                 self.last_failure = reply.error
-                return
+                return reply
             self._answers[key] = reply.text
+            row = {"key": key, "answer": reply.text}
+            if reply.scores is not None:
+                reply = reply._replace(scores=tuple(round(float(v), 5) for v in reply.scores))
+                self._scores[key] = row["scores"] = reply.scores
             if self._file is not None:
-                self._file.write(json.dumps({"key": key, "answer": reply.text}) + "\n")
+                self._file.write(json.dumps(row) + "\n")
+            return reply
 
     def close(self) -> None:
         if self._file is not None:

@@ -268,7 +268,8 @@ class EmbeddedReasoner:
         replies = []
         for sample, records in requests:
             try:
-                replies.append(Reply(sample.choices[int(np.argmax(self.scores(sample, records)))]))
+                scores = self.scores(sample, records)
+                replies.append(Reply(sample.choices[int(np.argmax(scores))], scores=tuple(map(float, scores))))
             except AudioError as err:
                 replies.append(Reply(None, f"audio: {err}"))
         return replies

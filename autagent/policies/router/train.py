@@ -32,9 +32,7 @@ from rewards.scoring import is_correct
 
 from ...data.sample import Sample
 from ...grpo import GRPOConfig, advantages, grpo_loss
-from .ensemble import RouterEnsemble
 from .model import Router, drop_inputs, subset_ids
-from .zero_shot import DescriptionHead
 
 
 @dataclass
@@ -68,6 +66,10 @@ class RouterTrainer:
         logger=None,
         progress: bool = False,
         columns: dict | None = None,
+        table=None,
+        budget=None,
+        outside: str = "surrogate",
+        reference: Router | None = None,
     ):
         if len(samples) != features.shape[0]:
             raise ValueError(f"{len(samples)} samples but {features.shape[0]} feature rows")
@@ -75,7 +77,11 @@ class RouterTrainer:
         self.reasoner, self.cfg, self.seed = reasoner, grpo, seed
         self.tool_ids = tuple(tool_ids)
         self.reward_fn = get_reward(reward_kind, tool_cost)
-        self.reference = copy.deepcopy(policy)
+        self.reward_kind, self.tool_cost = reward_kind, tool_cost
+        self.table, self.budget, self.outside = table, budget, outside
+        """An :class:`~.table.AnswerTable` to read answers from (None: the reasoner is asked every new
+        draw), the :class:`~.table.Budget` of new answers, and what a draw outside the table gets."""
+        self.reference = copy.deepcopy(reference if reference is not None else policy)
         self.reference.requires_grad_(False)
         self.optimizer = torch.optim.AdamW(policy.parameters(), lr=grpo.learning_rate, weight_decay=grpo.weight_decay)
         self.run_dir = Path(run_dir) if run_dir else None
@@ -107,7 +113,9 @@ class RouterTrainer:
     def baseline_answers(self) -> None:
         """y_base for every training query, once per run (and across runs, via the answer cache)."""
         todo = [s for s in self.samples if s.id not in self.base_predictions]
-        if todo:
+        if todo and self.table is not None:
+            self.base_predictions.update({s.id: self.table.answer(s.id, ()) for s in todo})
+        elif todo:
             replies = self.reasoner.answer_many([(s, None) for s in todo])
             self.base_predictions.update({s.id: r for s, r in zip(todo, replies)})
             self.counters.reasoner_calls += len(todo)
@@ -115,6 +123,8 @@ class RouterTrainer:
 
     def answers_for(self, batch: list[Sample], subsets: list[list[tuple[str, ...]]]) -> list[list[str | None]]:
         """ŷ for each (query, subset); only never-seen (query, subset) pairs reach the reasoner."""
+        if self.table is not None:
+            return self.answers_from_table(batch, subsets)
         memo = self.counters.subset_memo
         missing = {}
         for sample, group in zip(batch, subsets):
@@ -130,6 +140,22 @@ class RouterTrainer:
         return [
             [memo[(s.id, z)] if z else self.base_predictions[s.id] for z in group] for s, group in zip(batch, subsets)
         ]
+
+    def answers_from_table(self, batch: list[Sample], subsets) -> list[list[str | None]]:
+        """ŷ from the answer table; a draw outside it is asked (``outside: ask``, while the budget
+        lasts, and kept in the table) or answered by the table's surrogate."""
+        from .table import ask_within
+
+        table = self.table
+        if self.outside == "ask" and self.budget is not None and not self.budget.exhausted:
+            wanted = {(s.id, z): s for s, group in zip(batch, subsets) for z in group if not table.asked(s.id, z)}
+            if wanted:
+                requests = [(s, [self.records[s.id][t] for t in z]) for (_, z), s in wanted.items()]
+                for (sid, z), reply in zip(wanted, ask_within(self.reasoner, requests, self.budget)):
+                    if reply is not None and reply.error is None:
+                        table.add(sid, z, reply.text, reply.scores)
+                self.counters.reasoner_calls = self.budget.spent
+        return [[table.answer(s.id, z) for z in group] for s, group in zip(batch, subsets)]
 
     def rewards_of(self, batch: list[Sample], draws: torch.Tensor) -> tuple[torch.Tensor, list[tuple]]:
         """``[B, G]`` rewards of the 0/1 subsets ``draws [B, G, T]`` (the reasoner asked only for new ones),
@@ -149,6 +175,8 @@ class RouterTrainer:
         return torch.tensor(rewards, dtype=torch.float32).view(draws.shape[0], draws.shape[1]), flat
 
     def train_step(self) -> dict:
+        if self.cfg.objective == "expected":
+            return self.expected_step()
         started = time.perf_counter()
         cfg = self.cfg
         index = self.batch_indices(self.step)
@@ -206,6 +234,50 @@ class RouterTrainer:
         }
         return metrics
 
+    def expected_rewards(self) -> torch.Tensor:
+        """``[N, 2^T]``: each training query's reward under every subset, from the answer table (the
+        reasoner's answers where asked, the surrogate's elsewhere), tool price included."""
+        if getattr(self, "_expected_rewards", None) is None:
+            ids = [s.id for s in self.samples]
+            rewards = self.table.rewards(ids, self.reward_kind, self.tool_cost)
+            self._expected_rewards = torch.tensor(rewards, dtype=torch.float32)
+        return self._expected_rewards
+
+    def expected_step(self) -> dict:
+        """One step of the exact objective (:mod:`.exact`) on the step's batch of queries."""
+        from .exact import expected_loss, subset_matrix
+
+        started = time.perf_counter()
+        cfg = self.cfg
+        index = self.batch_indices(self.step)
+        rewards = self.expected_rewards()[index]
+        generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.step)
+        feats = self.features[index]
+        if self.policy.config.input_dropout:
+            feats = drop_inputs(feats, self.columns, self.policy.config.input_dropout, generator)
+        subsets = subset_matrix(len(self.tool_ids))
+        with torch.no_grad():
+            reference = self.reference.logits(feats)
+        for _ in range(cfg.inner_epochs):
+            loss, stats = expected_loss(self.policy.logits(feats), reference, rewards, subsets, cfg.beta)
+            self.optimizer.zero_grad()
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
+            self.optimizer.step()
+        self.step += 1
+        self.counters.steps += 1
+        with torch.no_grad():
+            probs = torch.sigmoid(self.policy.logits(feats))
+        return {
+            "step": self.step,
+            "loss": loss.item(),
+            **stats,
+            "reward_mean": stats["expected_reward"],
+            "avg_tools": float(probs.sum(-1).mean()),
+            "step_seconds": time.perf_counter() - started,
+            **{f"tool_share/{t}": float(p) for t, p in zip(self.tool_ids, probs.mean(0))},
+        }
+
     def dev_accuracy(self) -> dict:
         from ...reasoners.base import ask_with_records
 
@@ -229,6 +301,8 @@ class RouterTrainer:
             )
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
+        if self.cfg.objective == "expected" and self.table is None:
+            raise ValueError("grpo.objective expected reads every subset's reward from an answer table: table.enabled")
         self.baseline_answers()
         history = []
         bar = tqdm(total=self.cfg.steps, initial=self.step, desc="grpo", unit="step", disable=not self.progress)
@@ -332,79 +406,3 @@ def optimizer_from_tensors(optimizer: torch.optim.Optimizer, tensors: dict, meta
         pid, name = key.split(".", 1)
         state.setdefault(int(pid), {})[name] = value
     optimizer.load_state_dict({"state": state, "param_groups": meta["param_groups"]})
-
-
-def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
-    """The router's step of the shared recipe: features, GRPO (Algorithm 1), plugin export.
-
-    ``ctx`` is the recipe's :class:`autagent.pipeline.RunContext`; returns (plugin folder, summary, None)."""
-    from .features import Featurizer
-    from .plugin import export_router
-
-    config = ctx.config
-    members, runs = config.policy.router.ensemble, []
-    torch.manual_seed(config.seed * members)  # as before ensembles: a single router's draws are unchanged
-    featurizer = Featurizer(config.policy.router)
-    features = featurizer.of_samples(ctx.splits.train)
-    dev = (featurizer.of_samples(ctx.splits.dev), ctx.splits.dev) if ctx.splits.dev else None
-    from tools import get_tool
-
-    descriptions = featurizer.tool_descriptions([get_tool(t).description for t in ctx.tool_ids])
-    for m in range(members):  # member 0 writes where a single router does; the others under members/
-        seed = config.seed * members + m
-        run_dir = ctx.run_dir if m == 0 else ctx.run_dir / "members" / str(m)
-        if m:
-            torch.manual_seed(seed)
-        policy = Router(featurizer.dim, config.policy.router, len(ctx.tool_ids), descriptions, featurizer.columns)
-        cuts = policy.fit_familiarity(features, dev[0] if dev else None)  # {} unless unfamiliar_fallback
-        trainer = RouterTrainer(
-            policy,
-            features,
-            ctx.splits.train,
-            ctx.records,
-            ctx.reasoner,
-            config.grpo,
-            ctx.tool_ids,
-            config.reward.kind,
-            config.reward.tool_cost,
-            run_dir,
-            seed,
-            config.checkpoint_every,
-            dev,
-            logger=ctx.logger if m == 0 else None,  # one step axis per run in W&B; every member logs to its folder
-            progress=config.logging.progress,
-            columns=featurizer.columns,
-        )
-        # a member the killed run never reached starts afresh; member 0 without checkpoints is an error
-        history = trainer.train(resume=resume and (m == 0 or (run_dir / "checkpoints").exists()))
-        runs.append((policy, trainer, history))
-    counters = [trainer.counters for _, trainer, _ in runs]
-    summary = {
-        "steps": runs[0][1].step,
-        "members": members,
-        "reasoner_calls": sum(c.reasoner_calls for c in counters),
-        "naive_reasoner_calls": sum(c.naive_reasoner_calls for c in counters),
-        "tool_runs": ctx.pool.computed,
-        "naive_tool_runs": sum(c.naive_tool_runs for c in counters),
-        "reasoner_failures": ctx.reasoner.failures,
-        "unfamiliar_cuts": cuts,
-        "final": runs[0][2][-1] if runs[0][2] else None,
-    }
-    policy = runs[0][0] if members == 1 else RouterEnsemble([p for p, _, _ in runs])
-    # tools added after training are scored by a head fitted to what the trained router selects
-    head = DescriptionHead(featurizer.columns, descriptions.shape[1])
-    tuning = (dev[0], policy.select(dev[0])) if dev else None
-    summary["zero_shot_head"] = head.fit(features, descriptions, policy.select(features), tuning)
-    plugin_dir = export_router(
-        ctx.run_dir / "plugin",
-        policy,
-        featurizer,
-        ctx.tool_ids,
-        config.tools.profile,
-        config.tools.settings,
-        config.tools.max_seconds,
-        ctx.config_dict,
-        {"training": summary},
-        head,
-    )
-    return plugin_dir, summary, None  # the recipe loads the exported plugin itself: it is cheap and checks it

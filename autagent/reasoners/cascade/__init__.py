@@ -163,7 +163,7 @@ class CascadeReasoner:
         with_choices = [i for i, (s, _) in enumerate(requests) if s.choices]
         for i, (row, note) in zip(with_choices, self.choice_scores([requests[i] for i in with_choices])):
             choices = requests[i][0].choices
-            replies[i] = Reply(choices[max(range(len(row)), key=row.__getitem__)], note=note)
+            replies[i] = Reply(choices[max(range(len(row)), key=row.__getitem__)], note=note, scores=tuple(row))
         for i, (sample, records) in enumerate(requests):
             if not sample.choices:
                 replies[i] = self.free_text(sample, records)

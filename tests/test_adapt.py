@@ -1,0 +1,266 @@
+"""Training against a new reasoner: the answer table and its budget, the exact objective, the price,
+cross-validation, the warm start and ``autagent adapt`` end to end, on tiny reasoners."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+import yaml
+
+from autagent.cli import main
+from autagent.data.sample import Sample
+from autagent.grpo import GRPOConfig
+from autagent.policies.router.crossval import CrossValConfig, cross_validate
+from autagent.policies.router.exact import expected_loss, subset_matrix
+from autagent.policies.router.model import Router, RouterConfig
+from autagent.policies.router.table import AnswerTable, Budget, designed_subsets, every_subset
+from autagent.policies.router.train import RouterTrainer
+from autagent.reasoners.base import CachedReasoner, ReasonerFailing, Reply
+
+TOOLS = ("asr", "emotion", "chords")
+
+
+class AdditiveReasoner:
+    """Each labelled tool's record adds 1 to the right choice's score, every other record 0.45 to the
+    first wrong choice: a tool that reveals the answer helps, a pile of others drowns it. Counts what it
+    is asked; fails every call from ``fail_after`` answers on."""
+
+    name = "additive"
+
+    def __init__(self, fail_after: int | None = None):
+        self.asked, self.fail_after = 0, fail_after
+
+    def fingerprint(self) -> str:
+        return "additive-1"
+
+    def answer_many(self, requests):
+        out = []
+        for sample, records in requests:
+            if self.fail_after is not None and self.asked >= self.fail_after:
+                out.append(Reply(None, "the server went away"))
+                continue
+            self.asked += 1
+            scores = [0.0] * len(sample.choices)
+            right = sample.choices.index(sample.answer)
+            scores[(right + 1) % len(scores)] += 0.2  # no tool: wrong
+            for record in records or []:
+                if record["tool"] in sample.meta["tools"]:
+                    scores[right] += 1.0
+                else:
+                    scores[(right + 1) % len(scores)] += 0.45
+            out.append(Reply(sample.choices[max(range(len(scores)), key=scores.__getitem__)], scores=tuple(scores)))
+        return out
+
+
+def _samples(n: int = 12) -> tuple[list[Sample], dict]:
+    samples, records = [], {}
+    for i in range(n):
+        needed = [TOOLS[i % len(TOOLS)]]
+        samples.append(
+            Sample(f"q{i}", "", f"question {i}", ("a", "b", "c"), "abc"[i % 3], "speech", "", {"tools": needed})
+        )
+        records[f"q{i}"] = {t: {"tool": t, "output": f"{t} of q{i}"} for t in TOOLS}
+    return samples, records
+
+
+def _filled(tmp_path, budget=None, inner=None, design=("empty", "singles", "all")):
+    samples, records = _samples()
+    inner = inner or AdditiveReasoner()
+    reasoner = CachedReasoner(inner, tmp_path / "answers", max_failure_rate=0.05, min_calls=3)
+    spent = Budget(budget, tmp_path / "budget.json")
+    table = AnswerTable(samples, TOOLS, design).fill(reasoner, records, spent, items_per_call=2)
+    return table, spent, inner, reasoner, samples, records
+
+
+def test_the_design_and_every_subset():
+    assert designed_subsets(TOOLS, ["empty", "singles", "all"]) == [(), ("asr",), ("emotion",), ("chords",), TOOLS]
+    loo = designed_subsets(TOOLS, ["empty", "leave_one_out"])
+    assert loo == [(), ("emotion", "chords"), ("asr", "chords"), ("asr", "emotion")]
+    subsets = every_subset(TOOLS)
+    rows = subset_matrix(len(TOOLS))
+    assert len(subsets) == 8 and [tuple(t for t, on in zip(TOOLS, r) if on) for r in rows.tolist()] == subsets
+
+
+def test_the_budget_is_never_exceeded_and_cached_answers_are_free(tmp_path):
+    """12 queries x 5 designed subsets = 60 answers; a budget of 23 asks 23 and stops, keeping the
+    4 queries whose design is whole; a second table on the same cache with no budget left asks nothing
+    for those 23 and the rest only once the budget allows."""
+    table, spent, inner, reasoner, samples, records = _filled(tmp_path, budget=23)
+    assert inner.asked == 23 == spent.spent and json.loads((tmp_path / "budget.json").read_text())["spent"] == 23
+    assert len(table.items) == 4 and len(table.incomplete) == 8
+    again = AnswerTable(samples, TOOLS).fill(reasoner, records, Budget(0), items_per_call=2)
+    assert inner.asked == 23 and len(again.items) == 4  # all served from the cache, none asked
+    Budget(None, tmp_path / "budget.json")  # a stopped run's spending is read back
+    assert Budget(40, tmp_path / "budget.json").left == 17
+
+
+def test_the_surrogate_adds_tools_and_says_how_often_it_agrees(tmp_path):
+    """The additive reasoner is exactly additive in its scores: the surrogate predicts every subset
+    never asked as the reasoner would answer it, and all tools from the singles on every query."""
+    table, *_, reasoner, samples, records = _filled(tmp_path)
+    for sample in samples:
+        for subset in every_subset(TOOLS):
+            if not table.asked(sample.id, subset):
+                (truth,) = reasoner.ask([(sample, [records[sample.id][t] for t in subset])])
+                assert table.answer(sample.id, subset) == truth.text, (sample.id, subset)
+    assert table.surrogate_fidelity()["all"] == {"agree": 1.0, "n": 12}
+
+
+def test_the_exact_objective_is_the_expected_reward_and_ignores_the_baseline_term():
+    torch.manual_seed(0)
+    logits = torch.randn(4, 3, requires_grad=True)
+    rewards = torch.randn(4, 8)
+    subsets = subset_matrix(3)
+    loss, stats = expected_loss(logits, logits.detach(), rewards, subsets, beta=0.0)
+    p = torch.sigmoid(logits)
+    brute = torch.stack(
+        [
+            sum(torch.prod(torch.where(z > 0, p[b], 1 - p[b])).item() * rewards[b, j] for j, z in enumerate(subsets))
+            for b in range(4)
+        ]
+    )
+    assert torch.allclose(-loss, brute.mean(), atol=1e-5) and abs(stats["kl"]) < 1e-6
+    (grad,) = torch.autograd.grad(loss, logits)
+    shifted, _ = expected_loss(logits, logits.detach(), rewards - torch.randn(4, 1), subsets, beta=0.0)
+    (grad_shifted,) = torch.autograd.grad(shifted, logits)
+    assert torch.allclose(grad, grad_shifted, atol=1e-6)  # a per-query constant (y_base) changes nothing
+
+
+def test_the_price_changes_what_is_learned(tmp_path):
+    """Free tools: the exact objective learns to call the tool each query needs; at a price above what
+    an answer gained is worth (1.2) it learns to call nothing."""
+    table, *_, samples, _ = _filled(tmp_path)
+    features = torch.randn(len(samples), 8, generator=torch.Generator().manual_seed(1))
+    needed = [TOOLS.index(s.meta["tools"][0]) for s in samples]
+    chosen = {}
+    for price in (0.0, 1.2):
+        torch.manual_seed(0)
+        policy = Router(8, RouterConfig(hidden=16), len(TOOLS))
+        grpo = GRPOConfig(steps=80, batch_size=6, learning_rate=0.05, beta=0.0, objective="expected", inner_epochs=1)
+        trainer = RouterTrainer(policy, features, samples, {}, None, grpo, TOOLS, "differential", price, table=table)
+        history = trainer.train()
+        chosen[price] = policy.select(features)
+        assert history[-1]["expected_reward"] > history[0]["expected_reward"]
+    assert all(chosen[0.0][i, t] == 1 for i, t in enumerate(needed)) and chosen[0.0].sum(-1).max() < 3
+    assert chosen[1.2].sum() == 0
+
+
+def test_cross_validation_scores_held_out_queries_from_the_table_and_prefers_fewer_tools(tmp_path):
+    """Two candidates equal on held-out reward (the free price learns the needed tool and more): the
+    one-standard-error rule takes the one calling fewer tools; the criterion is the user's price."""
+    table, *_, samples, _ = _filled(tmp_path)
+    features = torch.randn(len(samples), 8, generator=torch.Generator().manual_seed(2))
+
+    class Fixed:
+        def __init__(self, rows):
+            self.rows = rows
+
+        def select(self, feats):
+            return self.rows.expand(len(feats), -1)
+
+    def train(index, candidate):
+        return Fixed(torch.tensor([[1.0, 1.0, 1.0]]) if candidate["reward.tool_cost"] == 0 else torch.zeros(1, 3))
+
+    config = CrossValConfig(folds=3, grid={"reward.tool_cost": [0.0, 0.5]})
+    found = cross_validate(config, samples, features, table, train, TOOLS, price=0.0)
+    rewards = {c["candidate"]["reward.tool_cost"]: c for c in found["candidates"]}
+    assert rewards[0.0]["accuracy"] == 0.0 and rewards[0.5]["accuracy"] == 0.0  # all tools drown it; none is wrong
+    assert found["chosen"] == {"reward.tool_cost": 0.5} and rewards[0.0]["avg_tools"] == 3.0
+    assert rewards[0.0]["asked"] == 1.0  # all tools is in the design: a real answer, not the surrogate's
+
+
+def test_a_failing_reasoner_stops_the_table_and_a_resume_asks_only_the_rest(tmp_path):
+    with pytest.raises(ReasonerFailing):
+        _filled(tmp_path, inner=AdditiveReasoner(fail_after=17))
+    kept = (tmp_path / "answers" / "additive-1.jsonl").read_text().splitlines()
+    assert len(kept) == 17 and all(json.loads(line)["scores"] for line in kept)
+    spent = json.loads((tmp_path / "budget.json").read_text())["spent"]
+    assert spent >= 17  # the failed calls were asked too
+    table, budget, inner, *_ = _filled(tmp_path)
+    assert inner.asked == 60 - 17 and len(table.items) == 12 and budget.spent == spent + 43
+
+
+# -- the warm start and autagent adapt, end to end ---------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def trained(tiny_bench, tmp_path_factory):
+    """A tiny plugin trained against the embedded reasoner (the source every adaptation starts from)."""
+    root = tmp_path_factory.mktemp("adapt")
+    config = {
+        "name": "source",
+        "output_dir": str(root / "runs"),
+        "answer_cache_dir": str(root / "answers"),
+        "data": {"train": str(tiny_bench["paths"]["train"]), "test": str(tiny_bench["paths"]["test"])},
+        "tools": {"executor": "local", "cache_dir": str(tiny_bench["cache"]), "enabled": list(tiny_bench["tools"])},
+        "grpo": {"steps": 3, "batch_size": 8, "learning_rate": 0.01},
+        "policy": {"router": {"ensemble": 2, "scorer": "factored"}},
+        "eval": {"methods": ["no_tool"]},
+        "logging": {"wandb": False, "progress": False},
+    }
+    path = root / "source.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["train", "--config", str(path)]) == 0
+    return root, path, root / "runs" / "source" / "plugin"
+
+
+def test_a_warm_started_router_selects_as_its_source_and_keeps_it_as_reference(trained, tiny_bench, tmp_path):
+    from autagent.plugin import load
+    from autagent.policies.router.warm import load_warm_start
+
+    _, _, plugin_dir = trained
+    source = load(plugin_dir)
+    warm = load_warm_start(plugin_dir, tiny_bench["tools"])
+    features = warm.featurizer.of_samples(tiny_bench["test"])
+    for m, member in enumerate(source.router.members):
+        assert torch.equal(warm.member(m).select(features), member.select(features))
+    with pytest.raises(Exception, match="the plugin learned the tools"):
+        load_warm_start(plugin_dir, tiny_bench["tools"][:3])
+    out = tmp_path / "adapted"
+    command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "embedded", "--out", str(out)]
+    settings = ["--set", "grpo.steps=1", "--set", "grpo.learning_rate=1.0e-12", "--set", "table.crossval.folds=0"]
+    settings += ["--set", f"output_dir={tmp_path / 'runs'}", "--set", f"answer_cache_dir={tmp_path / 'answers'}"]
+    assert main([*command, "--budget", "60", *settings]) == 0
+    adapted = load(out)
+    assert adapted.select_many(tiny_bench["test"]) == source.select_many(tiny_bench["test"])
+
+
+def test_autagent_adapt_spends_at_most_its_budget_cross_validates_and_says_so(trained, tiny_bench, tmp_path, capsys):
+    from autagent.plugin import load
+
+    _, _, plugin_dir = trained
+    out = tmp_path / "adapted"
+    where = ["--set", f"output_dir={tmp_path / 'runs'}", "--set", f"answer_cache_dir={tmp_path / 'answers'}"]
+    fast = ["--set", "grpo.steps=20", "--set", "table.crossval.folds=2"]
+    fast += ["--set", "table.crossval.grid={reward.tool_cost: [0.0, 0.05], grpo.learning_rate: [0.003]}"]
+    command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "embedded", "--out", str(out), "--budget", "100"]
+    assert main([*command, "--tool-cost", "0.01", *where, *fast]) == 0
+    printed = capsys.readouterr().out
+    assert "answers: 100 of a budget of 100" in printed and "cross-validated (2 folds, price 0.01)" in printed
+    manifest = json.loads((out / "manifest.json").read_text())
+    training = manifest["metrics"]["training"]
+    assert training["table"]["answers_spent"] == 100 and training["reasoner"].startswith("embedded-")
+    assert (
+        training["init_from"]["content_hash"] == json.loads((plugin_dir / "manifest.json").read_text())["content_hash"]
+    )
+    assert training["price"] == 0.01 and training["training_price"] in (0.0, 0.05)
+    card = (out / "README.md").read_text()
+    assert "answers asked: 100 (budget: 100)" in card and "cross-validation" in card
+    assert load(out).select_many(tiny_bench["test"])  # a working plugin
+    assert main([*command, *where]) == 2 and "exists" in capsys.readouterr().err  # never overwritten
+
+
+def test_autagent_adapt_against_a_server_that_is_down_stops_and_says_how_to_resume(trained, tmp_path, capsys):
+    _, _, plugin_dir = trained
+    down = ["--set", "reasoner.openai.base_url=http://127.0.0.1:9/v1", "--set", "reasoner.openai.max_retries=0"]
+    down += ["--set", "reasoner.openai.timeout_s=2", "--set", "reasoner.min_calls=5"]
+    down += ["--set", f"output_dir={tmp_path / 'runs'}", "--set", f"answer_cache_dir={tmp_path / 'answers'}"]
+    out = tmp_path / "adapted"
+    command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "openai", "--out", str(out), *down]
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert "run the same command with --resume to continue" in err and "Traceback" not in err
+    assert not out.exists() and (tmp_path / "runs" / "adapt-adapted" / "budget.json").exists()
+    assert main(command) == 2 and "--resume" in capsys.readouterr().err  # a second start without it is refused
