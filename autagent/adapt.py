@@ -10,7 +10,8 @@ gains nothing from the chord tool).  Adapting is training with three changes (:m
   training query, within ``--budget`` distinct answers (answers already in the cache are free), read by
   the exact expected-reward objective (``grpo.objective: expected``);
 * **cross-validated settings** (``table.crossval``): the training price and the learning rate chosen on
-  the training queries' table by 4-fold cross-validation, at the user's price ``--tool-cost``.
+  the training queries' table by 4-fold cross-validation, at the user's price ``--tool-cost`` (default
+  0: accuracy alone; the plugin's own price was set for the reasoner it was trained against).
 
 Evaluation is a separate ``autagent eval --plugin OUT`` (outside the budget).  A reasoner that fails
 mid-run stops it; every answer it gave is in the answer cache, so ``--resume`` continues free of charge.
@@ -25,6 +26,7 @@ from .config import ConfigError, RunConfig, config_from_mapping, load_config
 from .manifest import read_manifest
 
 ADAPT_DEFAULTS = {
+    "reward.tool_cost": 0.0,
     "table.enabled": True,
     "table.design": ["empty", "singles", "all"],
     "grpo.objective": "expected",

@@ -486,7 +486,7 @@ def build_parser() -> argparse.ArgumentParser:
     ad.add_argument("--reasoner", required=True, choices=["embedded", "qwen2-audio", "openai", "cascade"])
     ad.add_argument("--out", required=True, help="where the adapted plugin is written")
     ad.add_argument("--budget", type=int, help="distinct reasoner answers the adaptation may ask (cache hits free)")
-    ad.add_argument("--tool-cost", type=float, help="your price of one tool call, in answers (default: the plugin's)")
+    ad.add_argument("--tool-cost", type=float, help="your price of one tool call, in answers (default 0: accuracy)")
     ad.add_argument("--resume", action="store_true", help="continue a stopped adaptation (its answers are kept)")
     ad.set_defaults(func=cmd_adapt)
 

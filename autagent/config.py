@@ -110,6 +110,8 @@ class RunConfig:
             raise ValueError(f"eval.add_tools: {clash} are already in tools.enabled")
         if self.checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
+        if self.grpo.steps == 0 and not self.policy.init_from:
+            raise ValueError("grpo.steps: 0 trains nothing: it exports the plugin of policy.init_from unchanged")
         if self.table.enabled and self.policy.kind != "router":
             raise ValueError("table.enabled: the answer table trains the router (policy.kind: router)")
         if self.grpo.objective == "expected" and not self.table.enabled:

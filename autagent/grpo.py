@@ -54,7 +54,7 @@ class GRPOConfig:
     batch_size: int = 16
     """Queries per step (B)."""
     steps: int = 150
-    """Optimiser steps."""
+    """Optimiser steps (0, with ``policy.init_from``: the plugin started from, exported as it is)."""
     inner_epochs: int = 2
     """Optimisation passes over each batch (μ)."""
     max_grad_norm: float = 1.0
@@ -83,7 +83,9 @@ class GRPOConfig:
             raise ValueError(f"grpo.group_size must be >= 2 (group-relative advantages), got {self.group_size}")
         if self.temperature <= 0:
             raise ValueError(f"grpo.temperature must be > 0, got {self.temperature}")
-        for name in ("batch_size", "steps", "inner_epochs"):
+        if self.steps < 0:
+            raise ValueError(f"grpo.steps must be >= 0, got {self.steps}")
+        for name in ("batch_size", "inner_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"grpo.{name} must be >= 1, got {getattr(self, name)}")
         if self.entropy_coef < 0:

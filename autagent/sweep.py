@@ -9,6 +9,8 @@ A sweep file (``experiments/sweeps/*.yaml``)::
       differential-group: {reward.kind: differential, grpo.advantage: group}
       binary-group: {reward.kind: binary, grpo.advantage: group}
     compare: [[differential-group, binary-group]]   # pairs whose policies are compared seed by seed
+    also_test:                               # more test sets: each run's plugin evaluated on each, unchanged
+      draw7: {data.benchmark.seed: 7, data.benchmark.root: data/embedded_draw7}
 
 Each (variant, seed) is an ordinary run, ``<output_dir>/<variant>-s<seed>/``, trained in its own
 process from its resolved config (``<output_dir>/configs/``), so it gives exactly what ``autagent
@@ -42,7 +44,7 @@ def read_sweep(path: str | Path) -> dict:
     if not path.is_file():
         raise ConfigError(f"{path}: sweep file not found")
     spec = yaml.safe_load(path.read_text()) or {}
-    known = {"base", "seeds", "output_dir", "variants", "compare", "set", "selection_check"}
+    known = {"base", "seeds", "output_dir", "variants", "compare", "set", "selection_check", "also_test"}
     unknown = sorted(set(spec) - known)
     if unknown:
         raise ConfigError(f"{path}: unknown field {unknown[0]}; known: {', '.join(sorted(known))}")
@@ -63,6 +65,9 @@ def read_sweep(path: str | Path) -> dict:
     for a, b in spec.get("compare", []):
         if a not in spec["variants"] or b not in spec["variants"]:
             raise ConfigError(f"{path}: compare names an unknown variant ({a}, {b})")
+    also = spec.setdefault("also_test", {}) or {}
+    if not isinstance(also, dict) or not all(isinstance(v, dict) for v in also.values()):
+        raise ConfigError(f"{path}: also_test must map names to overrides of the test data")
     spec.setdefault("output_dir", f"runs/sweeps/{path.stem}")
     return spec
 
@@ -78,6 +83,22 @@ def _mean_std(values: list[float]) -> dict:
 def _selections(run_dir: Path) -> dict[str, tuple]:
     rows = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
     return {r["id"]: tuple(r["tools"]) for r in rows if r["method"] == "policy"}
+
+
+def also_test_in_own_process(config, name: str, overrides: dict) -> dict:
+    """The run's plugin, unchanged, on another test set (``autagent eval`` with ``overrides``) in a fresh
+    process, into ``<run>/also/<name>/`` (kept: a finished one is read back)."""
+    out = config.run_dir / "also" / name
+    done = out / "metrics.json"
+    if not done.exists():
+        path = Path(config.output_dir) / "configs" / f"{config.name}.yaml"
+        command = [sys.executable, "-m", "autagent.cli", "eval", "--config", str(path), "--out", str(out)]
+        command += ["--plugin", str(config.run_dir / "plugin")]
+        for key, value in overrides.items():
+            command += ["--set", f"{key}={json.dumps(value)}"]
+        if subprocess.run(command, check=False).returncode != 0:
+            raise ConfigError(f"sweep run {config.name}: its evaluation on {name} failed (folder: {out})")
+    return json.loads(done.read_text())
 
 
 def train_in_own_process(config, resume: bool) -> None:
@@ -111,6 +132,10 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
                     raise FileExistsError(f"{config.run_dir} exists: pass --resume to reuse finished runs")
                 train_in_own_process(config, resume=resume and (config.run_dir / "checkpoints").exists())
             metrics = json.loads(done.read_text())
+            metrics["also_test"] = {
+                test: also_test_in_own_process(config, test, test_overrides)["methods"]
+                for test, test_overrides in spec["also_test"].items()
+            }
             if spec.get("selection_check"):
                 metrics["selection_check"] = selection_check(config.run_dir, spec["selection_check"])
             runs.setdefault(name, {})[seed] = metrics
@@ -130,6 +155,17 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
             ),
         }
         summary["variants"][name].update(transfer_summary(by_seed) | added_tools_summary(by_seed))
+        for test in spec["also_test"]:
+            tested = [m["also_test"][test]["policy"] for m in by_seed.values()]
+            summary["variants"][name][f"also/{test}/accuracy"] = _mean_std([p["accuracy"] for p in tested])
+            summary["variants"][name][f"also/{test}/avg_tools"] = _mean_std([p["avg_tools"] for p in tested])
+            baselines = next(iter(by_seed.values()))["also_test"][test]
+            for baseline in BASELINES:
+                if baseline in baselines:
+                    summary.setdefault("also_baselines", {}).setdefault(test, {})[baseline] = {
+                        "accuracy": baselines[baseline]["accuracy"],
+                        "avg_tools": baselines[baseline]["avg_tools"],
+                    }
         first = next(iter(by_seed.values()))["methods"]
         for baseline in BASELINES:
             if baseline in first:
@@ -221,6 +257,12 @@ def markdown(summary: dict) -> str:
         lines += [
             f"| {k} | {100 * b['accuracy']:.1f} | {b['avg_tools']:.2f} |" for k, b in summary["baselines"].items()
         ]
+    for test, baselines in (summary.get("also_baselines") or {}).items():
+        lines += ["", f"On {test} (each plugin unchanged; mean ± std over seeds):", ""]
+        lines += ["| variant or baseline | accuracy | avg tools |", "|---|---|---|"]
+        for name, v in summary["variants"].items():
+            lines.append(f"| {name} | {pm(v[f'also/{test}/accuracy'])} | {pm(v[f'also/{test}/avg_tools'], 1.0, 2)} |")
+        lines += [f"| {k} | {100 * b['accuracy']:.1f} | {b['avg_tools']:.2f} |" for k, b in baselines.items()]
     transfer = {n: v for n, v in summary["variants"].items() if "transfer/policy/all_labels/f1" in v}
     if transfer:
         lines += [

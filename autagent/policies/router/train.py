@@ -303,7 +303,8 @@ class RouterTrainer:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.cfg.objective == "expected" and self.table is None:
             raise ValueError("grpo.objective expected reads every subset's reward from an answer table: table.enabled")
-        self.baseline_answers()
+        if self.step < self.cfg.steps:  # a zero-step run (a warm start exported as it is) asks nothing
+            self.baseline_answers()
         history = []
         bar = tqdm(total=self.cfg.steps, initial=self.step, desc="grpo", unit="step", disable=not self.progress)
         while self.step < self.cfg.steps:
