@@ -365,6 +365,24 @@ def tool_error_counts(samples: list[Sample], records: dict[str, dict]) -> dict[s
     return dict(sorted(counts.items()))
 
 
+def price_check(block: dict, price: float) -> dict:
+    """What the price means against this reasoner: the expected reward per query (accuracy gained over
+    No-Tool, minus the price per tool called) of No-Tool, All-Tools, the labelled-tools oracle and the
+    policy, at the price the run trained with (one answer gained is 1)."""
+    if "no_tool" not in block:
+        return {}
+    base = block["no_tool"]["accuracy"]
+    named = ("no_tool", "all_tools", "oracle_labels", "policy")
+    return {
+        "price": price,
+        **{
+            name: round(block[name]["accuracy"] - base - price * block[name]["avg_tools"], 4)
+            for name in named
+            if name in block
+        },
+    }
+
+
 def write_outputs(
     out_dir: str | Path,
     dataset: str,

@@ -213,7 +213,7 @@ def run_eval(
     ``policy_select`` and ``reasoner``, when given, are used as they are (right after training: the
     trained model and the reasoner already in memory) instead of loading the plugin and building a
     reasoner; a reasoner passed in is left open for the caller."""
-    from .evaluate import AGENTIC_METHODS, evaluate, tool_error_counts, write_outputs
+    from .evaluate import AGENTIC_METHODS, evaluate, price_check, tool_error_counts, write_outputs
     from .reasoners import build_reasoner
 
     if samples is None:
@@ -258,6 +258,7 @@ def run_eval(
         "reasoner_cache_hits": reasoner.hits,
         "reasoner_failures": reasoner.failures,
         "tool_errors": tool_error_counts(samples, records),
+        "price_check": price_check(block, config.reward.tool_cost),
     }
     if plugin_dir:
         extra["plugin"] = {

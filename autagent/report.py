@@ -87,6 +87,10 @@ def markdown_report(metrics: dict) -> str:
     if none and best and "policy" in methods and best["accuracy"] > none["accuracy"]:
         share = (methods["policy"]["accuracy"] - none["accuracy"]) / (best["accuracy"] - none["accuracy"])
         lines += ["", f"Share of the No-Tool → Oracle (all subsets) gap closed by the policy: **{100 * share:.1f} %**"]
+    check = metrics.get("price_check") or {}
+    if len(check) > 2:
+        worth = ", ".join(f"{label(k)} {v:+.3f}" for k, v in check.items() if k != "price")
+        lines += ["", f"Expected reward per query at the run's price of {check['price']} a tool call: {worth}"]
     if metrics.get("unscorable"):
         lines += [
             "",

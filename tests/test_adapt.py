@@ -264,3 +264,33 @@ def test_autagent_adapt_against_a_server_that_is_down_stops_and_says_how_to_resu
     assert "run the same command with --resume to continue" in err and "Traceback" not in err
     assert not out.exists() and (tmp_path / "runs" / "adapt-adapted" / "budget.json").exists()
     assert main(command) == 2 and "--resume" in capsys.readouterr().err  # a second start without it is refused
+
+
+def test_configs_that_cannot_train_fail_at_load():
+    from autagent.config import ConfigError, load_config
+
+    for overrides, message in (
+        ({"grpo.steps": 0}, "exports the plugin of policy.init_from"),
+        ({"grpo.objective": "expected"}, "table.enabled"),
+        ({"table.budget": 0}, "table.budget must be a positive integer"),
+        ({"table.design": ["singles"]}, "must hold 'empty'"),
+        ({"table.crossval.folds": 1}, "folds must be 0"),
+        ({"table.crossval.grid": {"policy.router.hidden": [8]}}, "cannot be cross-validated"),
+        ({"policy.kind": "lm", "policy.init_from": "x"}, "policy.kind must be router"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            load_config(None, overrides)
+
+
+def test_the_price_check_says_what_the_price_means_against_a_reasoner():
+    """The cascade's own figures (150 items): All-Tools gains 17.3 points over No-Tool; at 0.05 a call its
+    seven calls cost 0.35, so the objective prefers silence to it; at 0.01 it earns 0.103."""
+    from autagent.evaluate import price_check
+
+    block = {
+        "no_tool": {"accuracy": 0.247, "avg_tools": 0.0},
+        "all_tools": {"accuracy": 0.420, "avg_tools": 7.0},
+        "oracle_labels": {"accuracy": 0.473, "avg_tools": 1.04},
+    }
+    assert price_check(block, 0.05) == {"price": 0.05, "no_tool": 0.0, "all_tools": -0.177, "oracle_labels": 0.174}
+    assert price_check(block, 0.01)["all_tools"] == 0.103 and price_check({}, 0.01) == {}

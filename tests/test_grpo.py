@@ -113,12 +113,13 @@ def test_the_defaults_are_the_papers_and_every_bound_is_checked():
     )
     assert (defaults.learning_rate, defaults.batch_size, defaults.steps, defaults.weight_decay) == (3e-3, 16, 150, 0.0)
     assert defaults.advantage_epsilon == 1e-4
-    GRPOConfig(group_size=2, steps=1, batch_size=1, inner_epochs=1, beta=0.0)  # the smallest allowed
+    GRPOConfig(group_size=2, steps=0, batch_size=1, inner_epochs=1, beta=0.0)  # the smallest allowed
     for bad in (
         {"group_size": 1},
         {"temperature": 0.0},
         {"batch_size": 0},
-        {"steps": 0},
+        {"steps": -1},
+        {"objective": "exact"},
         {"inner_epochs": 0},
         {"learning_rate": 0.0},
         {"clip_epsilon": 0.0},
