@@ -163,12 +163,16 @@ def test_cross_validation_scores_held_out_queries_from_the_table_and_prefers_few
     def train(index, candidate):
         return Fixed(torch.tensor([[1.0, 1.0, 1.0]]) if candidate["reward.tool_cost"] == 0 else torch.zeros(1, 3))
 
-    config = CrossValConfig(folds=3, grid={"reward.tool_cost": [0.0, 0.5]})
+    config = CrossValConfig(folds=3, grid={"reward.tool_cost": [0.0, 0.5]}, one_se=True)
     found = cross_validate(config, samples, features, table, train, TOOLS, price=0.0)
     rewards = {c["candidate"]["reward.tool_cost"]: c for c in found["candidates"]}
     assert rewards[0.0]["accuracy"] == 0.0 and rewards[0.5]["accuracy"] == 0.0  # all tools drown it; none is wrong
     assert found["chosen"] == {"reward.tool_cost": 0.5} and rewards[0.0]["avg_tools"] == 3.0
     assert rewards[0.0]["asked"] == 1.0  # all tools is in the design: a real answer, not the surrogate's
+    best = cross_validate(CrossValConfig(folds=3, grid=config.grid), samples, features, table, train, TOOLS, 0.0)
+    assert best["chosen"] == best["best"] == {"reward.tool_cost": 0.0}  # the best mean (the first of a tie)
+    priced = cross_validate(config, samples, features, table, train, TOOLS, price=0.1)
+    assert priced["best"] == {"reward.tool_cost": 0.5}  # at the user's price, three calls cost 0.3
 
 
 def test_a_failing_reasoner_stops_the_table_and_a_resume_asks_only_the_rest(tmp_path):

@@ -10,9 +10,10 @@ greedy selection without asking the reasoner anything.
 The criterion is the held-out mean reward at the *user's* price, ``reward.tool_cost`` (one answer
 gained is worth 1, one tool call costs the price): accuracy − no-tool accuracy − price × tools.  The
 price a candidate *trains* with may differ (``reward.tool_cost`` in the grid): a higher training price
-regularises towards fewer tools.  With ``one_se`` the chosen candidate is the one calling fewest tools
-among those whose mean is within one standard error of the best (the one-standard-error rule): a
-difference smaller than the folds' spread does not buy extra tool calls.
+regularises towards fewer tools.  The best mean is chosen: the user's price is the only preference for
+fewer tools.  With ``one_se`` the chosen candidate is instead the one calling fewest tools among those
+whose mean is within one standard error of the best (the one-standard-error rule), for a user who
+would rather not pay extra calls for a difference smaller than the folds' spread.
 """
 
 from __future__ import annotations
@@ -48,9 +49,9 @@ class CrossValConfig:
     """Dotted setting -> the values to try, e.g. ``{reward.tool_cost: [0.0, 0.01, 0.05]}``; every
     combination is a candidate (settings: grpo.learning_rate, steps, beta, objective, credit, group_size
     and reward.tool_cost, the training price)."""
-    one_se: bool = True
+    one_se: bool = False
     """Among candidates within one standard error of the best held-out reward, take the one that calls
-    fewest tools (False: the best mean)."""
+    fewest tools (False: the best mean; the user's price already says what a call costs)."""
     seed: int = 0
     """How queries are dealt into folds (apart from the run's seed, so every seed sees the same folds)."""
 
