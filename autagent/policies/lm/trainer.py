@@ -27,6 +27,9 @@ def trainer_class():
     from trl import GRPOTrainer
 
     from ...grpo import advantages as estimate_advantages
+    from .trl_contract import check
+
+    check(GRPOTrainer)  # the private methods overridden below, as this code expects them (trl_contract.OVERRIDDEN)
 
     class AudioGRPOTrainer(GRPOTrainer):
         """GRPOTrainer whose rollouts and log-probability passes see the audio."""
