@@ -62,9 +62,6 @@ BEFORE_MERGED_SAMPLING = Runtime(lora_merged_sampling=False)
 """The code ``make gpu-check`` ran at 5def832 (docs/gpu_check.json's runs that record no runtime)."""
 HEAD_TILE = 4096
 """Tokens a tile of TRL's fused LM head projects at once (``kernels/chunked_logprob.TOKEN_CHUNK_SIZE``)."""
-KEPT_BYTES = 0.3
-"""What the merged weights keep to be given back exactly, at most, a weight element (``merged.MAX_KEPT``
-of the elements, an int32 index and a bf16 value each)."""
 MERGE_BYTES = 14
 """Bytes a weight element while one adapted linear is merged or unmerged (:func:`autagent.policies.lm.
 merged.merge_exactly`): its fp32 delta (4), the fp32 sum (4), the merged bf16 weight (2), the round
@@ -312,16 +309,14 @@ def plan_of(s: Setup, fitted: dict | None = None, margin: bool = True) -> Plan:
     if s.bf16 and stage is None:  # accelerate's autocast wrapper returns fp32 outputs
         logits.append(("their fp32 copy", rows * positions * a.vocab * 4, "accelerate's convert_outputs_to_fp32"))
     working = [("one layer's working set", a.layer_inference_bytes(rows, prompt, b16, autocast), f"{how} x {prompt}")]
-    if lora is not None:  # unmerged, or merged but for a layer merge_exactly leaves (merged.MAX_KEPT)
+    if lora is not None and not s.lora_merged:
         working.append(("unmerged adapters' working set", a.lora_inference_bytes(rows, prompt, s.lora), "fp32"))
     prefill = max(working, logits, key=lambda items: sum(b for _, b, _ in items))
     sampling = [("prefill", cast + embeds + prefill_kv + prefill), ("decoding", cast + embeds + end_kv)]
     if lora is not None and s.lora_merged:
         widest = max(o * i for i, o in a.adapted(s.lora))
         merging = ("merging the adapters", MERGE_BYTES * widest, f"{MERGE_BYTES} bytes x the widest adapted weight")
-        adapted = a.layers * sum(o * i for i, o in a.adapted(s.lora))
-        kept = [("the merge's kept elements", KEPT_BYTES * adapted, f"at most {KEPT_BYTES} bytes an adapted weight")]
-        sampling = [(m, items + kept) for m, items in sampling] + [("merging the adapters", kept + [merging])]
+        sampling.append(("merging the adapters", [merging]))
     sampling = [(m, items + unattributed("sampling")) for m, items in sampling]
 
     # rewards

@@ -46,8 +46,6 @@ COUNTED = {
     "unmerged adapters' working set": "peft lora.Linear.forward: x cast to fp32, lora_B's fp32 output, "
     "scaled and added (model_shapes.lora_inference_bytes)",
     "merging the adapters": "policies/lm/merged.py merge_exactly, one linear at a time (plan.MERGE_BYTES)",
-    "the merge's kept elements": "policies/lm/merged.py merge_exactly: at most MAX_KEPT of each adapted weight, "
-    "an int32 index and a bf16 value each (plan.KEPT_BYTES)",
     # rewards
     "reference forward": "one layer's working set of the reference model over a micro-batch",
     "reasoner KV cache": "the in-process reasoner's generate over its batch",

@@ -10,24 +10,18 @@ differs from the unmerged policy by bf16's rounding, the order of computing in b
 peft's ``merge`` adds the adapter's delta to the bf16 weight and its ``unmerge`` subtracts the delta
 cast to bf16: the weight that comes back is not the one that went in everywhere, and the frozen base,
 which is also the reference model, would drift a little with every rollout.  :func:`merge_exactly`
-computes the round trip before it merges, keeps the elements it would not restore with their values
-(few: only where ``W + BA`` rounds up across a power of two; at most :data:`MAX_KEPT` of a weight, or
-the layer stays unmerged), and :func:`unmerge_exactly` puts them back.  The
-delta is recomputed for the unmerge from the same adapters on the same device (nothing trains while
-sampling), so the subtraction repeats the one checked.  Transient memory: one adapted weight at a time,
-about 14 bytes an element (``autagent.plan.MERGE_BYTES``).
+computes the round trip before it merges and keeps, in host memory, the elements it would not restore
+with their values (where ``W + BA`` rounds up over a power of two, or ``W`` is small beside ``BA``: about
+1 % of the elements for a delta a 250th of the weight on the tiny model, 2 % for a 60th), or a copy of the
+whole weight where that is smaller; :func:`unmerge_exactly` subtracts the delta as the check did and puts
+them back.  The delta is recomputed for the unmerge from the same adapters on the same device (nothing
+trains while sampling), so the subtraction repeats the one checked.  GPU memory: one adapted weight's
+transient at a time, about 14 bytes an element (``autagent.plan.MERGE_BYTES``); nothing held.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager
-
-MAX_KEPT = 0.05
-"""The largest share of a weight's elements :func:`merge_exactly` keeps to restore (an int32 index and the
-value: 6 bytes each over a bf16 weight, so at most 0.3 bytes an element); a layer that needs more samples
-unmerged.  On the tiny model with bf16 weights the share was 0.8 % for an adapter a 250th of the weight's
-size, 2.3 % for a 60th, 6 % for a 15th (the elements just below a power of two that the delta lifts over
-it)."""
 
 
 def lora_layers(model) -> list:
@@ -39,10 +33,8 @@ def lora_layers(model) -> list:
 
 def merge_exactly(layer) -> list:
     """Merge ``layer``'s active adapter into its base weight; returns what :func:`unmerge_exactly` needs to
-    give the weight back exactly: ``[(adapter, flat indices, values)]`` of the elements a plain subtraction
-    would not restore, or ``[]`` with the layer left unmerged where they would be more than
-    :data:`MAX_KEPT` of its weight (an adapter as large as the weight: the layer then samples unmerged,
-    exact and slower, rather than hold a copy of the weight)."""
+    give the weight back exactly, in host memory: ``[(adapter, flat indices, values)]`` of the elements a
+    plain subtraction would not restore, or ``[(adapter, None, the whole weight)]`` where that is smaller."""
     import torch
 
     weight = layer.get_base_layer().weight
@@ -53,24 +45,29 @@ def merge_exactly(layer) -> list:
         delta = layer.get_delta_weight(names[0]).to(device=weight.device, dtype=torch.float32)
         merged = weight.to(torch.float32, copy=True).add_(delta).to(weight.dtype)
         wrong = _unmerged(merged, delta, weight.dtype).ne(weight).view(-1).nonzero().squeeze(1)
-        if len(wrong) > MAX_KEPT * weight.numel():
-            return []
-        kept = [(names[0], wrong.to(torch.int32), weight.view(-1)[wrong].clone())]
+        if len(wrong) * (4 + weight.element_size()) < weight.numel() * weight.element_size():
+            kept = [(names[0], wrong.to("cpu", torch.int32), weight.view(-1)[wrong].cpu())]
+        else:
+            kept = [(names[0], None, weight.detach().to("cpu", copy=True))]
         weight.copy_(merged)
     layer.merged_adapters.append(names[0])
     return kept
 
 
 def unmerge_exactly(layer, kept: list) -> None:
-    """Undo :func:`merge_exactly`: subtract each delta as the merge checked it, then restore the kept elements."""
+    """Undo :func:`merge_exactly`: subtract each delta as the merge checked it, then restore the kept elements
+    (or the whole weight kept)."""
     import torch
 
     weight = layer.get_base_layer().weight
     with torch.no_grad():
         for name, wrong, values in reversed(kept):
-            delta = layer.get_delta_weight(name).to(device=weight.device, dtype=torch.float32)
-            weight.copy_(_unmerged(weight, delta, weight.dtype))
-            weight.view(-1)[wrong.long()] = values
+            if wrong is None:
+                weight.copy_(values)
+            else:
+                delta = layer.get_delta_weight(name).to(device=weight.device, dtype=torch.float32)
+                weight.copy_(_unmerged(weight, delta, weight.dtype))
+                weight.view(-1)[wrong.to(weight.device).long()] = values.to(weight.device)
             layer.merged_adapters.remove(name)
 
 
