@@ -88,20 +88,57 @@ class Architecture:
     def kv_dim(self) -> int:
         return self.kv_heads * self.head_dim
 
-    def kv_cache_bytes(self, rows: int, tokens: int, dtype_bytes: int) -> int:
-        """Keys and values of every decoder layer for ``rows`` sequences of ``tokens``."""
-        return 2 * self.layers * self.kv_dim * rows * tokens * dtype_bytes
+    def kv_cache_bytes(self, rows: int, tokens: int, dtype_bytes: int, key_bytes: int | None = None) -> int:
+        """Keys and values of every decoder layer for ``rows`` sequences of ``tokens``; ``key_bytes`` when
+        the keys are wider than the values (fp32 keys under autocast: see :meth:`residual_bytes`)."""
+        return self.layers * self.kv_dim * rows * tokens * ((key_bytes or dtype_bytes) + dtype_bytes)
 
-    def layer_training_bytes(self, rows: int, tokens: int, dtype_bytes: int = 2) -> float:
+    @staticmethod
+    def residual_bytes(dtype_bytes: int, autocast: bool) -> int:
+        """Bytes of the residual stream.  Under bf16 autocast over fp32 weights (fp32 masters) the
+        embeddings come out fp32 and every residual add promotes to fp32, so the stream, each layer's
+        input (what checkpointing saves) and the rotary cos/sin are fp32, and so are the keys after
+        RoPE (a bf16 projection times fp32 cos: ``apply_rotary_pos_emb`` in transformers' qwen2)."""
+        return 4 if autocast else dtype_bytes
+
+    def layer_training_bytes(self, rows: int, tokens: int, dtype_bytes: int = 2, autocast: bool = False) -> float:
         """What one decoder layer keeps for its backward: the attention block's norm input, its fp32
         upcast and output, q, k, v, the attention output (12 h + 4 kv bytes a token in 16 bits) and
-        the MLP block's norm input, upcast, output, gate, up, activation and product (8 h + 8 ffn)."""
+        the MLP block's norm input, upcast, output, gate, up, activation and product (8 h + 8 ffn).
+        Under autocast over fp32 weights the norms' inputs and outputs are fp32 and each projection
+        keeps its own bf16 cast of its input (q, k, v; gate, up): 26 h + 4 kv + 8 ffn."""
+        if autocast:
+            return rows * tokens * (26 * self.hidden + 4 * self.kv_dim + 8 * self.ffn)
         return rows * tokens * (20 * self.hidden + 4 * self.kv_dim + 8 * self.ffn) * dtype_bytes / 2
 
-    def layer_inference_bytes(self, rows: int, tokens: int, dtype_bytes: int = 2) -> float:
+    def layer_inference_bytes(self, rows: int, tokens: int, dtype_bytes: int = 2, autocast: bool = False) -> float:
         """One decoder layer's peak without gradients: the residual stream and the layer's input, the
-        MLP's up projection, activation and their product alive at once (4 h + 6 ffn bytes a token)."""
+        MLP's up projection, activation and their product alive at once (4 h + 6 ffn bytes a token;
+        8 h + 6 ffn with the fp32 residual stream of autocast)."""
+        if autocast:
+            return rows * tokens * (8 * self.hidden + 6 * self.ffn)
         return rows * tokens * (4 * self.hidden + 6 * self.ffn) * dtype_bytes / 2
+
+    def adapted(self, lora) -> tuple:
+        """(in features, out features) of each linear of one decoder layer that ``lora`` adapts."""
+        return _adapted(self, lora.pattern)
+
+    def lora_training_bytes(self, rows: int, tokens: int, lora) -> float:
+        """What LoRA's adapters add to one decoder layer's backward (peft's ``lora.Linear.forward`` under
+        autocast, bf16 base, fp32 adapters): each adapted linear keeps the bf16 cast of its input that
+        ``lora_A`` multiplies (2 bytes an input feature) and, with dropout, dropout's mask (1 byte); and
+        while the widest input's adapter runs backward, its input's gradient through ``lora_A`` in bf16,
+        through the cast and the dropout in fp32, and summed with the base layer's (2 + 4 + 4 + 2 bytes)."""
+        adapted = self.adapted(lora)
+        kept = (3 if lora.dropout > 0 else 2) * sum(i for i, _ in adapted)
+        return rows * tokens * (kept + 12 * max((i for i, _ in adapted), default=0))
+
+    def lora_inference_bytes(self, rows: int, tokens: int, lora) -> float:
+        """What unmerged adapters add to a layer's peak without gradients (peft's ``lora.Linear.forward``,
+        fp32 adapters over a bf16 base): at the widest adapted linear, its input cast to fp32 (4 bytes an
+        input feature) and ``lora_B``'s fp32 output, scaled, and added to the base output (three fp32
+        tensors of the output width alive at once at most, counted as two: 8 bytes an output feature)."""
+        return rows * tokens * max((4 * i + 8 * o for i, o in self.adapted(lora)), default=0)
 
     def lora_parameters(self, lora) -> int:
         """Parameters of LoRA adapters (rank r: r x (in + out) a targeted layer) under ``lora``."""
@@ -133,6 +170,15 @@ def _architecture(raw_json: str) -> Architecture:
         linears=tuple(
             (name, m.in_features, m.out_features) for name, m in model.named_modules() if isinstance(m, torch.nn.Linear)
         ),
+    )
+
+
+@functools.lru_cache(maxsize=32)
+def _adapted(arch: Architecture, pattern: str) -> tuple:
+    import re
+
+    return tuple(
+        (i, o) for name, i, o in arch.linears if ".layers.0." in name and re.fullmatch(pattern, name) is not None
     )
 
 

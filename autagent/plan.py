@@ -1,39 +1,25 @@
 """A memory plan for the LM policy's training, computed from the run config: ``autagent plan``.
 
-Per rank (GPU), in bytes, for each phase of a GRPO step, in step 1 and in step 2 (the steady state):
+Per rank (GPU), in bytes, for each phase of a GRPO step, in step 1 and in step 2 (AdamW's moments are
+first allocated in step 1's optimizer step), each phase's peak being its fullest moment:
 
-* **sampling**: the rollout, in chunks of ``policy.lm.generation_batch_size`` rows.  Its peak is the
-  prefill (the prompt's KV cache, one layer's inference working set and, with
-  ``rollout.prompt_logits: all``, logits over the whole vocabulary at every prompt position, in bf16
-  and again in fp32: accelerate's autocast wrapper returns fp32 outputs) or the end of decoding (the
-  KV cache of prompt and completion; a static cache holds its full length throughout);
-* **rewards**: the reference model's log-probabilities (beta > 0; one micro-batch of prompt +
-  completion, no gradient) and the reasoner in process (its KV cache);
-* **update**: one micro-batch's forward and backward with every gradient alive (they accumulate over
-  the micro-batches); with gradient checkpointing the decoder's and the audio tower's layer inputs,
-  plus the backward of the top layer (its recomputed working set and its gradients: twice one layer's
-  working set) or of the fused LM head (its fp32 weight gradient);
-* **optimizer**: the gradients and AdamW's moments, which are first allocated in step 1's optimizer
-  step and live from then on (through step 2's sampling and update);
-* **between** steps: what stays allocated (gradients are freed after each optimizer step).
+* **sampling**: the rollout, a chunk of ``policy.lm.generation_batch_size`` rows at a time: the prefill
+  (the prompt's KV cache and one layer's working set, or with ``rollout.prompt_logits: all`` the
+  logits at every prompt position), the end of decoding (the KV cache of prompt and completion), and
+  with LoRA the merging of the adapters into the weights;
+* **rewards**: the reference model's log-probabilities (beta > 0) and the reasoner in process;
+* **update**: one micro-batch's forward end (the checkpointed layers' inputs, the activations outside
+  them, autocast's weight copies) and backward (one layer's recomputed working set, or the fused LM
+  head's), with every gradient alive;
+* **optimizer**: the gradients and the moments, and under DeepSpeed its flat and fp32 copies of the
+  gradient partition (``stage_1_and_2.py``'s ``step``);
+* **between** steps: what stays allocated.
 
-Precision: ``policy.lm.bf16`` without DeepSpeed keeps fp32 master weights (4 bytes a parameter),
-fp32 gradients and moments, and autocast holds a bf16 copy of the weights during each forward pass;
-under DeepSpeed ZeRO (stage 1-3) the module is bf16 and the optimizer keeps fp32 master partitions,
-as DeepSpeed 0.18's ``stage_1_and_2.py`` allocates them: the flat bf16 weights (2 bytes), the fp32
-master partition (4 / ranks), AdamW's moments on it (8 / ranks), the contiguous bf16 gradient
-partition (2 / ranks, stage 2), two reduce buckets of ``reduce_bucket_size`` elements during the
-backward (``overlap_comm``) and an fp32 copy of the gradient partition during the step (4 / ranks).
-LoRA: a frozen base (bf16) and fp32 adapters with their gradients and moments; the audio tower then
-keeps no activations for the backward, and the reference is the base with the adapters off.
-:class:`Runtime` names what the code does that the config does not say: main at 64bb085 updated
-bf16 weights in place (no masters), the settings of the measurements in ``tests/test_plan.py``.
-
-Parameter counts come from the model's config (a local folder's ``config.json``, or the published
-config of a known hub id below), by building the model on the ``meta`` device: no weights, no
-download.  The activation coefficients (a decoder layer's working set of 20 h + 4 kv + 8 ffn bytes a
-token for training, 4 h + 6 ffn without gradients) are counted from the layers' code and were checked
-against peaks measured on an H100 (``tests/test_plan.py``, within 3 % for every phase measured).
+Every item is counted from the code that allocates it, or fitted on the GPU runs on record with the runs
+named (:mod:`autagent.plan_terms`); ``tests/test_plan.py`` holds the plan at or above every measured
+phase on record and at most 8 % above, and refitted without each run still at or above that run's.
+:class:`Runtime` names what the code does that the config does not say (the code each record ran).
+Parameter counts come from the model's config on the ``meta`` device (:mod:`autagent.model_shapes`).
 """
 
 from __future__ import annotations
@@ -43,12 +29,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .model_shapes import AUDIO_FRAMES, KNOWN_CONFIGS, TOOL_PARAMETERS, Architecture, audio_tokens
+from .plan_terms import FITTED, HEADROOM_GB, MARGIN_GB, headroom
 
-__all__ = ["KNOWN_CONFIGS", "Architecture", "audio_tokens"]
+__all__ = ["HEADROOM_GB", "KNOWN_CONFIGS", "Architecture", "audio_tokens"]
 
 GB = 1e9
-HEADROOM_GB = 2.0
-"""Kept free per GPU: the CUDA context, the allocator's fragmentation, NCCL buffers."""
 PROMPT_TEXT_TOKENS = 770
 """Text tokens of one agent prompt around the clip's 750 audio tokens (chat template, the tool list,
 the question): the H100 run measured prompts of 1,517-1,520 tokens with the paper's tools."""
@@ -64,12 +49,23 @@ class Runtime:
 
     bf16_masters: bool = True
     """This code: under ``bf16`` without DeepSpeed, fp32 master weights and optimizer state.  False:
-    main at 64bb085, which loaded bf16 weights and let AdamW update them in place (the runs whose
-    peaks ``tests/test_plan.py`` reproduces)."""
+    main at 64bb085, which loaded bf16 weights and let AdamW update them in place (issue #33's runs)."""
+    lora_merged_sampling: bool = True
+    """This code: the rollout samples with LoRA's adapters merged into the bf16 weights
+    (:mod:`autagent.policies.lm.merged`).  False: the adapters ran unmerged beside the base (the code
+    up to and including the ``make gpu-check`` runs at 5def832)."""
 
 
 CURRENT = Runtime()
-MAIN_64BB085 = Runtime(bf16_masters=False)
+MAIN_64BB085 = Runtime(bf16_masters=False, lora_merged_sampling=False)
+BEFORE_MERGED_SAMPLING = Runtime(lora_merged_sampling=False)
+"""The code ``make gpu-check`` ran at 5def832 (docs/gpu_check.json's runs that record no runtime)."""
+HEAD_TILE = 4096
+"""Tokens a tile of TRL's fused LM head projects at once (``kernels/chunked_logprob.TOKEN_CHUNK_SIZE``)."""
+MERGE_BYTES = 14
+"""Bytes a weight element while one adapted linear is merged or unmerged (:func:`autagent.policies.lm.
+merged.merge_exactly`): its fp32 delta (4), the fp32 sum (4), the merged bf16 weight (2), the round
+trip's bf16 result (2) and the mask of the weights it would not restore (1), rounded up."""
 
 
 @dataclass(frozen=True)
@@ -97,6 +93,16 @@ class Setup:
     reasoner_bytes: int = 2
     reasoner_batch: int = 8
     reasoner_tokens: int = 0
+    lora: object = None
+    """The :class:`~autagent.policies.lm.config.LoRAConfig` (targets, dropout), None without LoRA."""
+    lora_merged: bool = True
+    """Sampling with the adapters merged (:attr:`Runtime.lora_merged_sampling`)."""
+
+    @property
+    def autocast(self) -> bool:
+        """bf16 autocast over fp32 weights: fp32 masters without DeepSpeed or LoRA (the residual stream,
+        the checkpointed layer inputs and the keys are then fp32: :meth:`Architecture.residual_bytes`)."""
+        return self.bf16 and self.stage is None and self.lora_parameters is None and self.masters
 
 
 @dataclass
@@ -115,13 +121,14 @@ class Plan:
     def total(self) -> float:
         return max(self.peak(step, phase)[0] for step, phase in self.phases)
 
-    def fits(self, gpu_gb: float) -> bool:
-        return self.total / GB + HEADROOM_GB <= gpu_gb
+    def fits(self, gpu_gb: float, headroom_gb: float | None = None) -> bool:
+        """Whether the peak and the headroom (measured, :func:`autagent.plan_terms.headroom`) fit the card."""
+        return self.total / GB + _headroom(headroom_gb) <= gpu_gb
 
-    def overflow(self, gpu_gb: float) -> str | None:
+    def overflow(self, gpu_gb: float, headroom_gb: float | None = None) -> str | None:
         """Where the plan first exceeds the card (less the headroom): the phase and the item whose
         bytes take it past; None when it fits."""
-        budget = (gpu_gb - HEADROOM_GB) * GB
+        budget = (gpu_gb - _headroom(headroom_gb)) * GB
         for step, phase in self.phases:
             total, moment, items = self.peak(step, phase)
             if total <= budget:
@@ -135,6 +142,10 @@ class Plan:
                         f"past {budget / GB:.1f} GB"
                     )
         return None
+
+
+def _headroom(gb: float | None) -> float:
+    return headroom().gb if gb is None else gb
 
 
 def deepspeed_settings(config) -> dict | None:
@@ -177,6 +188,7 @@ def setup_of(config, prompt_tokens: int | None = None, runtime: Runtime = CURREN
         r_batch, r_tokens = qwen.batch_size, audio_tokens(30.0) + RECORD_TOKENS + qwen.max_new_tokens
     rollout = lm.rollout
     prompt = prompt_tokens or audio_tokens(lm.audio_max_seconds) + PROMPT_TEXT_TOKENS
+    autocast = lm.bf16 and not deepspeed and not lm.lora and runtime.bf16_masters
     return Setup(
         arch=arch,
         ranks=ranks_of(config),
@@ -192,27 +204,36 @@ def setup_of(config, prompt_tokens: int | None = None, runtime: Runtime = CURREN
         prompt_tokens=prompt,
         completion_tokens=lm.max_completion_length,
         prompt_logits=rollout.prompt_logits,
-        static_cache_tokens=max(rollout.max_prompt_tokens, prompt) if rollout.cache == "static" else None,
+        # the rollout's own choice (decoding.static_cache_kwargs): a longer prompt, or autocast, takes the dynamic cache
+        static_cache_tokens=rollout.max_prompt_tokens
+        if rollout.cache == "static" and prompt <= rollout.max_prompt_tokens and not autocast
+        else None,
         checkpointing=lm.gradient_checkpointing,
         reasoner=reasoner,
         reasoner_bytes=r_bytes,
         reasoner_batch=r_batch,
         reasoner_tokens=r_tokens,
+        lora=lm.lora,
+        lora_merged=runtime.lora_merged_sampling and rollout.merge_adapters,
     )
 
 
-def plan_of(s: Setup) -> Plan:
-    """The per-rank plan of a :class:`Setup`: every phase of steps 1 and 2, item by item."""
+def plan_of(s: Setup, fitted: dict | None = None, margin: bool = True) -> Plan:
+    """The per-rank plan of a :class:`Setup`: every phase of steps 1 and 2, item by item.  ``fitted``
+    replaces the fitted terms' values (:data:`autagent.plan_terms.FITTED`: a refit without one run);
+    ``margin=False`` leaves out :data:`autagent.plan_terms.MARGIN_GB` (the fit is made without it)."""
+    fit = {name: term.gb for name, term in FITTED.items()} | (fitted or {})
     a, p, n = s.arch, s.arch.parameters, s.ranks
     b16 = 2 if s.bf16 else 4  # bytes of a frozen weight, an activation, a KV entry
     per = lambda applies: n if applies else 1  # noqa: E731  (ZeRO shards over the ranks)
     stage, lora = s.stage, s.lora_parameters
     trained = lora if lora is not None else p
+    autocast = s.autocast
+    res = a.residual_bytes(b16, autocast)
     keep: list = []  # held through the run
     grads: list = []  # from the first micro-batch's backward to the end of the optimizer step
-    step_items: list = []  # in the optimizer step only
-    later_step_items: list = []  # in the optimizer steps after the first
     moments: list = []  # from step 1's optimizer step on
+    optimizer: list = []  # (moment, items besides keep, moments and grads, whether the moments exist yet)
     if lora is not None:
         keep.append(("frozen base", b16 * p / per(stage == 3), f"{p / 1e9:.2f} B x {b16} bytes"))
     if stage is None:
@@ -223,6 +244,7 @@ def plan_of(s: Setup) -> Plan:
         keep.append((name, w * trained, f"{trained / 1e9:.3f} B x {w} bytes ({kind})"))
         grads.append(("gradients", w * trained, f"{w} bytes a trained parameter"))
         moments.append(("AdamW moments", 2 * w * trained, f"2 x {w} bytes a trained parameter"))
+        optimizer.append(("step", []))
     else:
         if lora is None:
             keep.append(("policy weights (bf16, flat)", 2 * p / per(stage == 3), "2 bytes a parameter"))
@@ -233,39 +255,69 @@ def plan_of(s: Setup) -> Plan:
         grads.append(
             ("gradient partition (bf16)", 2 * trained / per(stage >= 2), f"2 bytes{' / ranks' * (stage >= 2)}")
         )
-        step_items.append(("fp32 gradient partition", 4 * trained / per(stage >= 1), "4 bytes / ranks, in the step"))
-        # Seen on an H100 (make gpu-check, 2.09 B under ZeRO-2, one rank): step 2's optimizer step peaked
-        # 4.3 GB (2 bytes a parameter) above step 1's; the buffer is DeepSpeed's, which one is not established.
-        later_step_items = [("DeepSpeed's bf16 buffer from step 2 on", 2 * trained / per(stage >= 2), "measured")]
+        fp32_grads = ("fp32 gradient partition", 4 * trained / per(stage >= 1), "4 bytes / ranks, in the step")
+        flat = ("its flat bf16 copy", 2 * trained / per(stage >= 1), "2 bytes / ranks, flattened before the fp32 copy")
+        optimizer += [("flattening the gradients", [flat, fp32_grads]), ("step", [fp32_grads])]
     if s.beta > 0 and lora is None:
         keep.append(("reference model", b16 * p / per(stage == 3), f"frozen, {b16} bytes a parameter"))
     if s.reasoner is not None:
         r = s.reasoner
         keep.append(("reasoner weights", r.parameters * s.reasoner_bytes, f"{r.parameters / 1e9:.2f} B in process"))
-    # autocast's bf16 copies of fp32 weights, held through each forward pass
+
+    def unattributed(phase: str) -> list:
+        """The fitted allowances (:data:`autagent.plan_terms.FITTED`): what every phase holds beyond the
+        counted items, and the phase's own beyond that."""
+        extra = [] if phase == "between" else [(f"unattributed ({phase})", fit[f"unattributed ({phase})"] * GB)]
+        fitted_items = [
+            (name, gb, "fitted") for name, gb in [("unattributed, held", fit["unattributed, held"] * GB), *extra]
+        ]
+        return fitted_items + [("margin", MARGIN_GB * GB, "chosen: plan_terms.MARGIN_GB")] * margin
+
+    # autocast's bf16 copies of the fp32 weights its ops cast, cached until the context exits: not the token
+    # embeddings (an embedding lookup is not cast); in training not the LM head either (TRL's fused head casts
+    # it a vocabulary chunk at a time)
+    embedding = a.vocab * a.hidden
     cast = (
-        [("autocast's bf16 weight copies", 2 * p, "2 bytes a parameter")]
-        if (s.bf16 and stage is None and lora is None and s.masters)
-        else []
+        [("autocast's bf16 weight copies", 2 * (p - embedding), "2 bytes a weight autocast casts")] if autocast else []
     )
+    cast_training = [("autocast's bf16 weight copies", 2 * (p - 2 * embedding), "the same but the LM head")]
+    cast_training = cast_training if autocast else []
     plan = Plan(setup=s)
 
     # sampling
     rows, prompt, total_tokens = s.generation_rows, s.prompt_tokens, s.prompt_tokens + s.completion_tokens
     how = f"{rows} rows"
+    key = (
+        res  # the keys after RoPE are in the residual stream's dtype, and a dynamic cache holds the values in the keys'
+    )
     if s.static_cache_tokens is not None:
         full = a.kv_cache_bytes(rows, s.static_cache_tokens + s.completion_tokens, b16)
-        prefill_kv = end_kv = ("static KV cache", full, f"{how} x {s.static_cache_tokens + s.completion_tokens} tokens")
+        prefill_kv = end_kv = [
+            ("static KV cache", full, f"{how} x {s.static_cache_tokens + s.completion_tokens} tokens")
+        ]
     else:
-        prefill_kv = ("KV cache of the prompts", a.kv_cache_bytes(rows, prompt, b16), f"{how} x {prompt} tokens")
-        end_kv = ("KV cache, prompt + completion", a.kv_cache_bytes(rows, total_tokens, b16), f"{how} x {total_tokens}")
+        prefill_kv = [("KV cache of the prompts", a.kv_cache_bytes(rows, prompt, key), f"{how} x {prompt} tokens")]
+        end_kv = [
+            ("KV cache, prompt + completion", a.kv_cache_bytes(rows, total_tokens, key), f"{how} x {total_tokens}"),
+            ("one layer's keys, copied as they grow", rows * total_tokens * a.kv_dim * key, "torch.cat"),
+        ]
+    embeds = []
+    if s.prompt_logits == "last":
+        embeds = [("prompt embeddings", rows * prompt * a.hidden * res, f"{how} x {prompt} x {a.hidden}")]
     positions = prompt if s.prompt_logits == "all" else 1
     logits = [("prompt logits", rows * positions * a.vocab * b16, f"{how} x {positions} positions x {a.vocab}")]
     if s.bf16 and stage is None:  # accelerate's autocast wrapper returns fp32 outputs
         logits.append(("their fp32 copy", rows * positions * a.vocab * 4, "accelerate's convert_outputs_to_fp32"))
-    working = ("one layer's working set", a.layer_inference_bytes(rows, prompt, b16), f"{how} x {prompt}, no gradient")
-    prefill = max([working], logits, key=lambda items: sum(b for _, b, _ in items))
-    sampling = [("prefill", cast + [prefill_kv] + prefill), ("decoding", cast + [end_kv])]
+    working = [("one layer's working set", a.layer_inference_bytes(rows, prompt, b16, autocast), f"{how} x {prompt}")]
+    if lora is not None and not s.lora_merged:
+        working.append(("unmerged adapters' working set", a.lora_inference_bytes(rows, prompt, s.lora), "fp32"))
+    prefill = max(working, logits, key=lambda items: sum(b for _, b, _ in items))
+    sampling = [("prefill", cast + embeds + prefill_kv + prefill), ("decoding", cast + embeds + end_kv)]
+    if lora is not None and s.lora_merged:
+        widest = max(o * i for i, o in a.adapted(s.lora))
+        merging = ("merging the adapters", MERGE_BYTES * widest, f"{MERGE_BYTES} bytes x the widest adapted weight")
+        sampling.append(("merging the adapters", [merging]))
+    sampling = [(m, items + unattributed("sampling")) for m, items in sampling]
 
     # rewards
     micro, sequence = s.micro_rows, total_tokens
@@ -276,42 +328,66 @@ def plan_of(s: Setup) -> Plan:
     if s.reasoner is not None:
         kv = s.reasoner.kv_cache_bytes(s.reasoner_batch, s.reasoner_tokens, s.reasoner_bytes)
         rewards.append(("reasoner", [("reasoner KV cache", kv, f"{s.reasoner_batch} x {s.reasoner_tokens} tokens")]))
+    rewards = [(m, items + unattributed("rewards")) for m, items in rewards]
 
     # update: one micro-batch, every gradient alive
     mhow = f"{micro} rows x {sequence} tokens"
     tower = lora is None  # a frozen tower (LoRA on the decoder) keeps nothing for the backward
-    audio_inputs = a.audio_layers * micro * AUDIO_FRAMES * a.audio_dim * b16 if tower else 0
+    audio_inputs = a.audio_layers * micro * AUDIO_FRAMES * a.audio_dim * res if tower else 0
+    layer_bytes = a.layer_training_bytes(micro, sequence, b16, autocast)
+    if lora is not None:
+        layer_bytes += a.lora_training_bytes(micro, sequence, s.lora)
+    # outside the checkpointed layers: the decoder's final norm keeps its input and output (fp32 under autocast:
+    # 8 h bytes a token; else the input, its fp32 upcast and the output: 6 h in 16 bits); the audio tower's
+    # convolutional stem keeps conv1's and conv2's outputs and GELU's (3,000 and 1,500 frames) for the tower
+    compute = 2 if s.bf16 else 4
+    outside = micro * sequence * a.hidden * (8 if autocast else 3 * b16)
+    outside += micro * a.audio_dim * (2 * 2 * AUDIO_FRAMES + AUDIO_FRAMES) * compute if tower else 0
+    # and the tower's final LayerNorm its input and output, the projector the cast of its (pooled) input
+    outside += micro * a.audio_dim * AUDIO_FRAMES * (2 * res + compute / 2) if tower else 0
+    saved_outside = [("activations outside the layers", outside, "the final norms; the audio tower's stem")]
     if s.checkpointing:
-        saved = [("decoder layer inputs", a.layers * micro * sequence * a.hidden * b16, f"{a.layers} layers, {mhow}")]
+        saved = [("decoder layer inputs", a.layers * micro * sequence * a.hidden * res, f"{a.layers} layers, {mhow}")]
         if tower:
             saved.append(("audio tower layer inputs", audio_inputs, f"{a.audio_layers} layers x {AUDIO_FRAMES} frames"))
-        layer = [("one layer's backward", 2 * a.layer_training_bytes(micro, sequence, b16), "recomputed + gradients")]
+        k = fit["backward factor"]
+        layer = [("one layer's backward", k * layer_bytes, f"{k:g} x one layer's working set: recomputed + gradients")]
     else:
         # an encoder layer keeps its two LayerNorms' inputs and outputs, q, k, v, the attention output, fc1 and GELU
         audio_all = a.audio_layers * micro * AUDIO_FRAMES * (16 * a.audio_dim + 4 * a.audio_ffn) * b16 / 2
-        saved = [("every layer's activations", a.layers * a.layer_training_bytes(micro, sequence, b16), mhow)]
+        saved = [("every layer's activations", a.layers * layer_bytes, mhow)]
         if tower:
             saved.append(("audio tower activations", audio_all, f"{a.audio_layers} layers x {AUDIO_FRAMES} frames"))
-        layer = [("one layer's gradients", a.layer_training_bytes(micro, sequence, b16), "")]
-    head_grad = (a.vocab * a.hidden * (4 + 2) if lora is None else 0) + 4096 * 32768 * 2
-    head = [("fused LM head's backward", head_grad, "fp32 weight gradient + its copy + one tile")]
+        layer = [("one layer's gradients", layer_bytes, "")]
+    tile = HEAD_TILE * 32768 * 2 + 32768 * a.hidden * 2  # TRL kernels/chunked_logprob.py: mm_buf, a weight chunk
+    copy = 2 if b16 == 2 and not autocast else 0  # grad_weight.to(weight.dtype): a copy only of bf16 weights
+    head_grad = (a.vocab * a.hidden * (4 + copy) if lora is None else 0) + tile
+    head = [
+        ("fused LM head's backward", head_grad, f"fp32 weight gradient{' + its bf16 copy' * bool(copy)} + one tile")
+    ]
+    head_forward = [("fused LM head's forward", tile, f"one {HEAD_TILE} x 32768 tile and a weight chunk, in bf16")]
     buckets = []
     if stage is not None and stage >= 2:
         count = 2 if s.overlap_comm else 1
         buckets.append(("reduce buckets", count * s.reduce_bucket * 2, f"{count} x {s.reduce_bucket:.3g} elements"))
+    saved += saved_outside
     update = [
-        ("forward end", grads + buckets + cast + saved),
+        ("forward end", grads + buckets + cast_training + saved + head_forward),
         ("backward", grads + buckets + saved + max(layer, head, key=lambda items: sum(b for _, b, _ in items))),
     ]
+    update = [(m, items + unattributed("update")) for m, items in update]
 
     for step in (1, 2):
         persistent = keep + (moments if step == 2 else [])
         plan.phases[(step, "sampling")] = [(m, persistent + items) for m, items in sampling]
         plan.phases[(step, "rewards")] = [(m, persistent + items) for m, items in rewards]
         plan.phases[(step, "update")] = [(m, persistent + items) for m, items in update]
-        later = later_step_items if step == 2 else []
-        plan.phases[(step, "optimizer")] = [("step", keep + moments + grads + step_items + later)]
-        plan.phases[(step, "between")] = [("after the step", keep + moments)]
+        plan.phases[(step, "optimizer")] = [
+            # AdamW allocates its moments in step 1's "step"; the moments before it exist from step 2 on
+            (m, keep + (moments if step == 2 or m == "step" else []) + grads + items + unattributed("optimizer"))
+            for m, items in optimizer
+        ]
+        plan.phases[(step, "between")] = [("after the step", keep + moments + unattributed("between"))]
     return plan
 
 

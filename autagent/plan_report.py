@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from .plan import GB, HEADROOM_GB, PHASES, Plan, Setup, plan_of, plan_training
+from .plan import GB, PHASES, Plan, Setup, plan_of, plan_training
+from .plan_terms import headroom
 
 
 def alternatives(setup: Setup) -> list[tuple[str, Setup]]:
@@ -29,8 +30,9 @@ def alternatives(setup: Setup) -> list[tuple[str, Setup]]:
     if setup.lora_parameters is None:
         from .policies.lm.config import LoRAConfig
 
-        lora = setup.arch.lora_parameters(LoRAConfig())
-        out.append(("policy.lm.lora: {r: 16} (LoRA)", dataclasses.replace(setup, lora_parameters=lora)))
+        lora = LoRAConfig()
+        changed = dataclasses.replace(setup, lora_parameters=setup.arch.lora_parameters(lora), lora=lora)
+        out.append(("policy.lm.lora: {r: 16} (LoRA)", changed))
     if setup.ranks > 1 and setup.stage is not None and setup.stage < 3:
         label = "DeepSpeed ZeRO-3 (zero_optimization.stage: 3, as in experiments/accelerate/zero3.json)"
         out.append((label, dataclasses.replace(setup, stage=3)))
@@ -57,7 +59,7 @@ def table(plan: Plan, gpu_gb: float | None = None) -> str:
     held = {item for item, _, _ in plan.phases[(2, "between")][0][1]}
     for phase in PHASES:
         one, two = plan.peak(1, phase), plan.peak(2, phase)
-        added = ", ".join(f"{item} {b / GB:.1f}" for item, b, _ in two[2] if item not in held) or "-"
+        added = ", ".join(f"{item} {b / GB:.1f}" for item, b, _ in two[2] if item not in held and b) or "-"
         lines.append(f"| {phase} ({two[1]}) | {one[0] / GB:.1f} | {two[0] / GB:.1f} | {added} |")
     worst = max(((plan.peak(s, ph)[0], s, ph) for s, ph in plan.phases), key=lambda t: t[0])
     lines.append(f"| **peak per rank** | | **{worst[0] / GB:.1f}** | step {worst[1]}, {worst[2]} |")
@@ -71,11 +73,13 @@ def table(plan: Plan, gpu_gb: float | None = None) -> str:
 
 
 def verdict(plan: Plan, gpu_gb: float) -> str:
+    room = headroom()
+    keeping = f"keeping {room.gb:g} GB free ({room.source})"
     if plan.fits(gpu_gb):
-        spare = gpu_gb - HEADROOM_GB - plan.total / GB
-        return f"On a {gpu_gb:g} GB card, keeping {HEADROOM_GB:g} GB free: **fits**, with {spare:.1f} GB to spare."
+        spare = gpu_gb - room.gb - plan.total / GB
+        return f"On a {gpu_gb:g} GB card, {keeping}: **fits**, with {spare:.1f} GB to spare."
     nearest = nearest_fits(plan.setup, gpu_gb)
-    return f"On a {gpu_gb:g} GB card, keeping {HEADROOM_GB:g} GB free: **does NOT fit**: {plan.overflow(gpu_gb)}. " + (
+    return f"On a {gpu_gb:g} GB card, {keeping}: **does NOT fit**: {plan.overflow(gpu_gb)}. " + (
         f"Nearest settings that fit: {'; or '.join(nearest)}." if nearest else "No single or paired change fits."
     )
 

@@ -11,7 +11,9 @@ sampled tokens each (random weights run to the cap), through the rollout's own
 * ``last/static``: the decoder view from the merged embeddings, last-position logits, static cache,
   compiled decoding (warmed up before timing, as the trainer's warm-up does);
 * the same with LoRA r 16 on the decoder's linears (fp32 adapters over the bf16 base: the one-GPU
-  recipe's state).
+  recipe's state), unmerged (seven fp32 adapter products a layer beside the bf16 ones) and merged into
+  the weights for sampling as the rollout does (``rollout.merge_adapters``: :mod:`autagent.policies.lm.merged`;
+  the issue's target: at most 1.1x the bf16 route).
 
 For each it prints the milliseconds per decoding step of a chunk, prefill included (the figure the
 target is set in), the prefill alone (one new token), the encoding of prompts and clips on the CPU,
@@ -88,6 +90,7 @@ def main(argv=None) -> int:
     from transformers import AutoProcessor
 
     from autagent.policies.lm.config import LMPolicyConfig, LoRAConfig, RolloutConfig
+    from autagent.policies.lm.merged import merged_adapters
     from autagent.policies.lm.prompt import agent_prompt
     from autagent.policies.lm.rollout import encode_prompts
 
@@ -113,24 +116,29 @@ def main(argv=None) -> int:
     print(f"shape {args.shape}, {args.rows} rows x {length} prompt tokens, {args.new} new; {floor_ms}")
     print(f"encode prompts + clips (CPU): {1e3 * encode_s:.0f} ms a chunk = {1e3 * encode_s / args.new:.2f} ms a step")
     results = {}
-    for name, lm in [*routes.items(), ("last/static + LoRA r16", routes["last/static"])]:
-        if "LoRA" in name:
+    lora_routes = [(f"last/static + LoRA r16{merged}", routes["last/static"]) for merged in ("", " merged")]
+    for name, lm in [*routes.items(), *lora_routes]:
+        if name == "last/static + LoRA r16":
             lora = LoRAConfig(r=16, alpha=32.0)
             model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=lora.pattern))
-            for param in model.parameters():
-                if param.requires_grad:
-                    param.data = param.data.float()
+            for pname, param in model.named_parameters():
+                if "lora_" in pname:  # fp32 adapters, B not zero: a trained adapter's arithmetic and merge
+                    param.data = param.data.float() if "lora_A" in pname else 1e-3 * torch.randn_like(param).float()
             model.eval()
-        warm_s, first_s, spans, steps, prefill_s = measure(model, processor, inputs, lm, args)
+        torch._dynamo.reset()  # each route compiles its own decoding step, as a fresh rollout would
+        with merged_adapters(model, enabled=name.endswith("merged")):
+            warm_s, first_s, spans, steps, prefill_s = measure(model, processor, inputs, lm, args)
         ms = 1e3 * sum(spans) / sum(steps)
         results[name] = ms
         print(
-            f"{name:24s} {ms:6.2f} ms a decoding step (prefill included; {sum(steps) // len(steps)} steps), "
+            f"{name:30s} {ms:6.2f} ms a decoding step (prefill included; {sum(steps) // len(steps)} steps), "
             f"prefill {1e3 * prefill_s:.0f} ms, first chunk {first_s:.1f} s, warm-up {warm_s:.1f} s, "
             f"{ms / floor_ms['weights_ms']:.1f}x the weights floor"
         )
     names = list(results)
     print(f"ratio {names[0]} / {names[1]}: {results[names[0]] / results[names[1]]:.2f}")
+    for name in names[2:]:
+        print(f"ratio {name} / {names[1]}: {results[name] / results[names[1]]:.2f} (target for merged: <= 1.1)")
     return 0
 
 

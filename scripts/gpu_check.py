@@ -58,14 +58,32 @@ RUNS = {
     "2b": {"shape": "2b"},
     "2b-zero2": {"shape": "2b", "deepspeed": True},
     "7b-lora": {"shape": "7b", "lora": True},
+    # the one-GPU recipe as shipped: its own chunk size (24 rows), completion length, 24 micro-batches of 8
+    "1gpu": {"shape": "7b", "config": "experiments/paper_qwen2audio_1gpu.yaml"},
 }
+PAPER = "experiments/paper_qwen2audio.yaml"
+
+
+def config_file(name: str) -> Path:
+    """The run config a run starts from: its own (``1gpu``), else the paper's."""
+    return ROOT / RUNS[name].get("config", PAPER)
 
 
 def settings(run: dict, device: str) -> dict:
-    """The run's overrides of experiments/paper_qwen2audio.yaml (one process; the reasoner not used)."""
+    """The run's overrides of its config file (one process; the reasoner not used): for a run with its
+    own config file only what a two-step measurement needs, else the sizes below."""
+    measurement = {
+        "launcher": {"kind": "python"},
+        "reasoner.kind": "openai",
+        "grpo.steps": 2,
+        "logging": {"wandb": False, "progress": False},
+        "policy.lm.use_cpu": device == "cpu",
+        "policy.lm.save_steps": 10_000,
+    }
+    if run.get("config"):
+        return measurement
     big = run["shape"] != "tiny" and device == "cuda"
     lm = {
-        "policy.lm.use_cpu": device == "cpu",
         "policy.lm.bf16": True,
         "policy.lm.gradient_checkpointing": True,
         "policy.lm.per_device_train_batch_size": 8 if big else 4,
@@ -75,17 +93,8 @@ def settings(run: dict, device: str) -> dict:
         "policy.lm.deepspeed": "experiments/accelerate/zero2.json" if run.get("deepspeed") else None,
         "policy.lm.lora": {"r": 16, "alpha": 32.0} if run.get("lora") else None,
         "policy.lm.rollout": {"prompt_logits": "last", "cache": "static" if big else "dynamic"},
-        "policy.lm.save_steps": 10_000,
     }
-    return {
-        "launcher": {"kind": "python"},
-        "reasoner.kind": "openai",
-        "grpo.group_size": 4 if not big else 6,
-        "grpo.steps": 2,
-        "grpo.beta": 0.04,
-        "logging": {"wandb": False, "progress": False},
-        **lm,
-    }
+    return {**measurement, "grpo.group_size": 4 if not big else 6, "grpo.beta": 0.04, **lm}
 
 
 def model_folder(shape: str, folder: Path) -> Path:
@@ -144,28 +153,52 @@ def clips(folder: Path, count: int) -> list:
 
 
 class PhaseMeter:
-    """Peak memory per (step, phase): reset at each boundary, the largest kept (CUDA; nothing on a CPU)."""
+    """Memory per (step, phase), reset at each boundary, the largest kept (CUDA; nothing on a CPU):
 
-    def __init__(self, cuda: bool):
+    * ``measured_gb``: ``max_memory_allocated``, what the plan models;
+    * ``reserved_gb``: ``max_memory_reserved``, what the caching allocator held for it (its reserve and
+      fragmentation on top);
+    * ``card_gb``: the card's use at that peak: ``reserved_gb`` plus what the card holds outside the
+      allocator (``mem_get_info``'s used memory less ``memory_reserved`` at the boundary: the CUDA
+      context, cuBLAS and NCCL buffers).
+
+    ``card_gb - measured_gb`` is the headroom a plan needs beyond its peak (:func:`autagent.plan_terms.headroom`).
+    ``cuda`` is ``torch.cuda`` or a stand-in with the same five functions (the tests')."""
+
+    FIGURES = ("measured_gb", "reserved_gb", "card_gb")
+
+    def __init__(self, on_cuda: bool, cuda=None):
         import torch
 
-        self.torch, self.cuda, self.step, self.phase, self.peaks = torch, cuda, 0, None, {}
+        self.cuda, self.on, self.step, self.phase, self.peaks = cuda or torch.cuda, on_cuda, 0, None, {}
+
+    def figures(self, allocated: float, reserved: float) -> dict:
+        free, total = self.cuda.mem_get_info()
+        outside = (total - free) - self.cuda.memory_reserved()
+        return {"measured_gb": allocated / 1e9, "reserved_gb": reserved / 1e9, "card_gb": (reserved + outside) / 1e9}
+
+    def keep(self, key: str, figures: dict) -> None:
+        old = self.peaks.get(key, {})
+        self.peaks[key] = {name: max(old.get(name, 0.0), value) for name, value in figures.items()}
 
     def enter(self, phase: str | None) -> None:
-        if self.cuda and self.phase is not None:
-            self.torch.cuda.synchronize()
-            key = f"{self.step}/{self.phase}"
-            self.peaks[key] = max(self.peaks.get(key, 0.0), self.torch.cuda.max_memory_allocated() / 1e9)
-        if self.cuda:
-            self.torch.cuda.reset_peak_memory_stats()
+        if self.on and self.phase is not None:
+            self.cuda.synchronize()
+            figures = self.figures(self.cuda.max_memory_allocated(), self.cuda.max_memory_reserved())
+            self.keep(f"{self.step}/{self.phase}", figures)
+        if self.on:
+            self.cuda.reset_peak_memory_stats()
         self.phase = phase
 
     def allocated(self, phase: str) -> None:
-        if self.cuda:
-            self.peaks[f"{self.step}/{phase}"] = self.torch.cuda.memory_allocated() / 1e9
+        if self.on:
+            self.peaks[f"{self.step}/{phase}"] = self.figures(self.cuda.memory_allocated(), self.cuda.memory_reserved())
+
+    def rounded(self) -> dict:
+        return {key: {name: round(value, 2) for name, value in figures.items()} for key, figures in self.peaks.items()}
 
 
-def instrument(trainer, meter: PhaseMeter, timings: list) -> None:
+def instrument(trainer, meter: PhaseMeter, timings: list, steps: list | None = None) -> None:
     """Phase boundaries: the rollout (sampling), until the first loss (rewards: reference log-probs and
     the reward function), the micro-batches (update), the optimizer step, after it (between)."""
     from transformers import TrainerCallback
@@ -196,8 +229,11 @@ def instrument(trainer, meter: PhaseMeter, timings: list) -> None:
         return compute_loss(model, inputs)
 
     class Boundaries(TrainerCallback):
+        started = 0.0
+
         def on_step_begin(self, args, state, control, **kwargs):
             meter.step = state.global_step + 1
+            self.started = time.perf_counter()
 
         def on_pre_optimizer_step(self, args, state, control, **kwargs):
             meter.enter("optimizer")
@@ -205,15 +241,20 @@ def instrument(trainer, meter: PhaseMeter, timings: list) -> None:
         def on_step_end(self, args, state, control, **kwargs):
             meter.enter(None)
             meter.allocated("between")
+            if steps is not None:
+                steps.append({"step": meter.step, "seconds": round(time.perf_counter() - self.started, 1)})
 
     trainer.rollout_func, trainer._compute_loss = timed_rollout, measured_loss
     trainer.add_callback(Boundaries())
 
 
 def one_run(name: str, device: str, work: Path) -> dict:
+    import dataclasses
+
     import torch
 
     from autagent.config import load_config
+    from autagent.plan import CURRENT
     from autagent.policies.lm.trainer import build_grpo_trainer, weight_dtype
 
     run = RUNS[name]
@@ -221,7 +262,7 @@ def one_run(name: str, device: str, work: Path) -> dict:
         os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT="29533", RANK="0", WORLD_SIZE="1", LOCAL_RANK="0")
     folder = model_folder(run["shape"], work / "model")
     overrides = {**settings(run, device), "policy.lm.model_id": str(folder), "output_dir": str(work)}
-    config = load_config(ROOT / "experiments" / "paper_qwen2audio.yaml", overrides)
+    config = load_config(config_file(name), overrides)
     lm = config.policy.lm
     dtype = weight_dtype(lm, deepspeed=bool(lm.deepspeed))
     torch.manual_seed(0)
@@ -235,13 +276,16 @@ def one_run(name: str, device: str, work: Path) -> dict:
         config, lm, samples, {s.id: None for s in samples}, [rewards], work / "trainer", SIX, str(folder), model=model
     )
     trainer.autagent_lm = lm
-    meter, timings = PhaseMeter(device == "cuda"), []
-    instrument(trainer, meter, timings)
+    meter, timings, steps = PhaseMeter(device == "cuda"), [], []
+    instrument(trainer, meter, timings, steps)
     started = time.perf_counter()
     trainer.train()
-    result = {"run": name, "train_s": round(time.perf_counter() - started, 1), "rollouts": timings}
+    result = {"run": name, "train_s": round(time.perf_counter() - started, 1), "rollouts": timings, "steps": steps}
+    # what the plan needs to replan this run later, whatever the code then: its settings and this code's runtime
+    result.update(config=str(config_file(name).relative_to(ROOT)), settings=settings(run, device))
+    result["runtime"] = dataclasses.asdict(CURRENT)
     prompt_tokens = max(t["prompt_tokens"] for t in timings)
-    result["phases"] = {key: {"measured_gb": round(gb, 2)} for key, gb in meter.peaks.items()}
+    result["phases"] = meter.rounded()
     replan(name, result, config)
     result["floor_ms"] = decode_floor(model, lm, prompt_tokens) if device == "cuda" else None
     if run["shape"] == "tiny":
@@ -249,38 +293,43 @@ def one_run(name: str, device: str, work: Path) -> dict:
     return result
 
 
+def meter_peak(plan, step: int, phase: str, deepspeed: bool) -> float:
+    """The plan's bytes for what the meter measures as ``phase``.  Under DeepSpeed the optimizer step runs
+    inside the last micro-batch's backward (accelerate calls the engine's step there), so the meter's
+    "update" holds the step's peak and its "optimizer" what is left after it: the plan's larger of
+    update and optimizer step, and its between-steps figure."""
+    if deepspeed and phase == "update":
+        return max(plan.peak(step, "update")[0], plan.peak(step, "optimizer")[0])
+    if deepspeed and phase == "optimizer":
+        return plan.peak(step, "between")[0]
+    return plan.peak(step, phase)[0]
+
+
 def replan(name: str, result: dict, config=None) -> dict:
-    """Set each measured phase's ``plan_gb``: ``autagent plan``'s peak for the run's settings and the
-    measured prompt length.  Under DeepSpeed the optimizer step runs inside the last micro-batch's
-    backward (accelerate calls the engine's step there), so the meter's "update" holds the step's peak
-    and its "optimizer" what is left after it: they are set against the plan's larger of update and
-    optimizer step, and its between-steps figure."""
-    from autagent.plan import plan_training
+    """Set each measured phase's ``plan_gb``: ``autagent plan``'s figure (:func:`meter_peak`) for the run's
+    recorded settings, the measured prompt length and the runtime of the code it ran."""
+    from autagent.plan import BEFORE_MERGED_SAMPLING, Runtime, plan_of, setup_of
 
     if config is None:
-        config = run_config(name, Path(tempfile.mkdtemp(prefix="gpu-check-shape-")))
-    plan = plan_training(config, max(t["prompt_tokens"] for t in result["rollouts"]))
-    deepspeed = RUNS[name].get("deepspeed", False)
+        config = run_config(name, Path(tempfile.mkdtemp(prefix="gpu-check-shape-")), result.get("settings"))
+    runtime = Runtime(**result["runtime"]) if result.get("runtime") else BEFORE_MERGED_SAMPLING
+    plan = plan_of(setup_of(config, max(t["prompt_tokens"] for t in result["rollouts"]), runtime))
+    deepspeed = bool(config.policy.lm.deepspeed)
     for key, figures in result["phases"].items():
         step, phase = int(key.split("/")[0]), key.split("/")[1]
-        if deepspeed and phase == "update":
-            gb = max(plan.peak(step, "update")[0], plan.peak(step, "optimizer")[0])
-        elif deepspeed and phase == "optimizer":
-            gb = plan.peak(step, "between")[0]
-        else:
-            gb = plan.peak(step, phase)[0]
-        figures["plan_gb"] = round(gb / 1e9, 2)
+        figures["plan_gb"] = round(meter_peak(plan, step, phase, deepspeed) / 1e9, 2)
     return result
 
 
-def run_config(name: str, folder: Path):
-    """A run's config with its model given by shapes alone (config.json: all the plan reads)."""
+def run_config(name: str, folder: Path, recorded: dict | None = None):
+    """A run's config with its model given by shapes alone (config.json: all the plan reads): the
+    settings the run recorded, or for a record without them (the runs at 5def832) today's."""
     from autagent.config import load_config
 
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "config.json").write_text(json.dumps({"model_type": "qwen2_audio", **shapes_of(RUNS[name]["shape"])}))
-    overrides = {**settings(RUNS[name], "cuda"), "policy.lm.model_id": str(folder)}
-    return load_config(ROOT / "experiments" / "paper_qwen2audio.yaml", overrides)
+    overrides = {**(recorded or settings(RUNS[name], "cuda")), "policy.lm.model_id": str(folder)}
+    return load_config(config_file(name), overrides)
 
 
 def decode_floor(model, lm, prompt_tokens: int) -> dict | None:
@@ -405,36 +454,40 @@ def markdown(results: dict, commit: str) -> str:
     lines = [
         f"Written by `make gpu-check` at commit {commit}.",
         "",
-        "| run | card | phase (step) | measured GB | plan GB | plan vs measured |",
-        "|---|---|---|---|---|---|",
+        "| run | card | phase (step) | measured GB | plan GB | plan vs measured | reserved GB | card GB |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for name, r in results.items():
         card = (r.get("floor_ms") or {}).get("card", r.get("device", "?"))
         if "error" in r:
-            lines.append(f"| {name} | {card} | failed: {r['error'][:120]} | | | |")
+            lines.append(f"| {name} | {card} | failed: {r['error'][:120]} | | | | | |")
             continue
         if r["phases"] and max(v["measured_gb"] for v in r["phases"].values()) < 0.5:
-            lines.append(f"| {name} | {card} | all under 0.5 GB: the allocator's granularity, not compared | | | |")
+            lines.append(f"| {name} | {card} | all under 0.5 GB: the allocator's granularity, not compared | | | | | |")
             continue
         for key, v in sorted(r["phases"].items()):
             step, phase = key.split("/")
-            if RUNS.get(name, {}).get("deepspeed"):  # the engine steps inside the last backward: see replan
+            if RUNS.get(name, {}).get("deepspeed"):  # the engine steps inside the last backward: see meter_peak
                 phase = {"update": "update + step", "optimizer": "after the step"}.get(phase, phase)
             miss = 100 * (v["plan_gb"] / v["measured_gb"] - 1) if v["measured_gb"] else float("nan")
+            extra = " | ".join(f"{v[k]:.2f}" if k in v else "-" for k in ("reserved_gb", "card_gb"))
             lines.append(
-                f"| {name} | {card} | {phase} ({step}) | {v['measured_gb']:.2f} | {v['plan_gb']:.2f} | {miss:+.1f} % |"
+                f"| {name} | {card} | {phase} ({step}) | {v['measured_gb']:.2f} | {v['plan_gb']:.2f} | {miss:+.1f} % "
+                f"| {extra} |"
             )
     lines += [
         "",
-        "| run | step | ms per decoding step (prefill included) | floor: weights / + KV cache |",
-        "|---|---|---|---|",
+        "| run | step | ms per decoding step (prefill included) | floor: weights / + KV cache | seconds a step |",
+        "|---|---|---|---|---|",
     ]
     for name, r in results.items():
+        seconds = {s["step"]: s["seconds"] for s in r.get("steps", [])}
         for t in r.get("rollouts", []):
             ms = 1e3 * t["seconds"] / max(1, t["chunks"] * t["decoding_steps"])
             floor = r.get("floor_ms") or {}
             lines.append(
-                f"| {name} | {t['step']} | {ms:.1f} | {floor.get('weights_ms', '-')} / {floor.get('with_kv_ms', '-')} |"
+                f"| {name} | {t['step']} | {ms:.1f} | {floor.get('weights_ms', '-')} / {floor.get('with_kv_ms', '-')} "
+                f"| {seconds.get(t['step'], '-')} |"
             )
     checks = {n: r["checks"] for n, r in results.items() if r.get("checks")}
     lines += ["", *(f"* {n}: {json.dumps(c)}" for n, c in checks.items())]
@@ -496,6 +549,9 @@ def main(argv=None) -> int:
     for name in [n for n in args.runs.split(",") if n]:
         if RUNS[name].get("deepspeed") and importlib.util.find_spec("deepspeed") is None:
             results[name] = {"run": name, "error": "DeepSpeed is not installed here"}
+            continue
+        if args.device == "cpu" and RUNS[name]["shape"] != "tiny":
+            results[name] = {"run": name, "error": f"the {RUNS[name]['shape']} shapes are for a GPU"}
             continue
         results[name] = {**child_run(name, args.device, args.run_timeout), "device": args.device}
         print(

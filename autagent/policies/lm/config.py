@@ -63,6 +63,10 @@ class RolloutConfig:
     warmup: bool = True
     """With a static cache on CUDA: compile before the first step by generating once on a dummy chunk
     of the real shape, so the compile (about 34 s for the 8.40 B shapes) is not in step 1's rollout."""
+    merge_adapters: bool = True
+    """With LoRA: sample with the adapters merged into the weights, given back bit for bit after each
+    rollout (:mod:`autagent.policies.lm.merged`): the decoding step runs the bf16 weights alone instead
+    of seven fp32 adapter products per layer beside them.  The training forward is unmerged either way."""
 
     def __post_init__(self):
         if self.prompt_logits not in ("last", "all") or self.cache not in ("dynamic", "static"):

@@ -27,6 +27,9 @@ def trainer_class():
     from trl import GRPOTrainer
 
     from ...grpo import advantages as estimate_advantages
+    from .trl_contract import check
+
+    check(GRPOTrainer)  # the private methods overridden below, as this code expects them (trl_contract.OVERRIDDEN)
 
     class AudioGRPOTrainer(GRPOTrainer):
         """GRPOTrainer whose rollouts and log-probability passes see the audio."""
@@ -128,7 +131,7 @@ def WarmUp(processor, lm: LMPolicyConfig, trainer):  # noqa: N802  (a class buil
             if not lm.rollout.warmup:
                 return
             try:
-                with generation_mode(trainer) as model:
+                with generation_mode(trainer, lm.rollout.merge_adapters) as model:  # compiled as it decodes
                     warm_up(model, processor, lm, rows, next(model.parameters()).device)
             except Exception as err:  # noqa: BLE001  (compiling is an optimisation; training goes on without it)
                 logging.getLogger(__name__).warning("rollout warm-up failed (%s); decoding compiles on first use", err)
