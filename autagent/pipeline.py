@@ -24,6 +24,7 @@ from tools.pool import ToolPool
 
 from .config import ConfigError, RunConfig, save_config, to_dict
 from .data.sample import Sample
+from .phases import Clock, Phases, per_router_steps, timings_of
 
 log = logging.getLogger("autagent")
 
@@ -343,37 +344,38 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
         (run_dir / "train_log.jsonl").unlink(missing_ok=True)
     save_config(config, run_dir / "config.yaml")
     record_event(run_dir, state, "started", resume=resume, processes=state.num_processes)
-    timings: dict[str, float] = {}
+    phases = Phases()
     with (
         state.main_process_first()
     ):  # rank 0 fills the data and tool caches, and fetches the reasoner; the others then read them
-        t0 = time.perf_counter()
-        splits = load_splits(config)
-        timings["data_s"] = time.perf_counter() - t0
+        with phases("benchmark generation"):
+            splits = load_splits(config)
         if not splits.train:
             raise ConfigError("the training split is empty")
-        t0 = time.perf_counter()
-        pool = ToolPool(config.tools)
-        records = tool_records(config, splits.train + splits.dev + (splits.test if evaluate else []), pool)
-        timings["tools_s"] = time.perf_counter() - t0
+        with phases("tool records"):
+            pool = ToolPool(config.tools)
+            records = tool_records(config, splits.train + splits.dev + (splits.test if evaluate else []), pool)
         tool_nodes = pool.nodes()
         pool.shutdown()  # every record is cached now: free the tools' memory (GPUs on a cluster) for training
         record_event(run_dir, state, "tools", computed=pool.computed, errors=pool.errors, nodes=tool_nodes)
-        reasoner = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
+        with phases("reasoner load"):
+            reasoner = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
+        reasoner.inner = computed = Clock(reasoner.inner, ("answer_many",))  # the answers the reasoner computed
+        reasoner = asked = Clock(reasoner, ("ask", "answer_many", "answer"))  # and all, the answer cache's included
     logger = (
         Logger(config)
         if state.is_main_process
         else Logger(dataclasses.replace(config, logging=dataclasses.replace(config.logging, wandb=False)))
     )
     context = RunContext(config, run_dir, splits, records, pool, reasoner, logger, config.tools.tool_ids, state)
-    t0 = time.perf_counter()
     if config.policy.kind == "lm":
         from .policies.lm.recipe import train_lm as train_step
     else:
         from .policies.router.recipe import train_router as train_step
     try:
-        plugin_dir, summary, selector = train_step(context, resume)
-        timings["train_s"] = time.perf_counter() - t0
+        with phases("training"):
+            plugin_dir, summary, selector = train_step(context, resume)
+        answers = {"training_asked_s": asked.seconds, "training_computed_s": computed.seconds}
         record_event(
             run_dir,
             state,
@@ -389,12 +391,14 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
         if fit:  # fitted on the plugin, not trained (a warm start keeps its source's)
             from .backoff_fit import fit_backoff
 
-            fitted = fit_backoff(plugin_dir, splits.train, splits.dev, config.policy.router.backoff)
+            with phases("back-off fit"):
+                fitted = fit_backoff(plugin_dir, splits.train, splits.dev, config.policy.router.backoff)
             summary["backoff"] = {k: v for k, v in fitted.items() if k != "curve"}
         if config.policy.kind == "router":
             from .report import plot_training
 
-            plot_training(run_dir / "train_log.jsonl", run_dir / "training.png", config.tools.tool_ids)
+            with phases("training plot"):
+                plot_training(run_dir / "train_log.jsonl", run_dir / "training.png", config.tools.tool_ids)
         metrics: dict = {"training": summary, "data_notes": splits.notes}
         if splits.test and evaluate:
             t0 = time.perf_counter()
@@ -422,18 +426,25 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
                         reasoner=reasoner if config.eval_reasoner is None else None,
                     )["methods"],
                 }
-            timings["eval_s"] = time.perf_counter() - t0
+            phases.add("evaluation", time.perf_counter() - t0)
+            answers |= {"evaluation_asked_s": asked.seconds, "evaluation_computed_s": computed.seconds}
+            answers["evaluation_asked_s"] -= answers["training_asked_s"]
+            answers["evaluation_computed_s"] -= answers["training_computed_s"]
         from .manifest import update_card
 
-        # the card gains the run's table
-        content = update_card(plugin_dir, metrics if splits.test and evaluate else None)
+        with phases("card"):  # the card gains the run's table
+            content = update_card(plugin_dir, metrics if splits.test and evaluate else None)
         metrics["plugin"] = {"path": str(plugin_dir), "content_hash": content}
         log.info("plugin: %s (content hash %s)", plugin_dir, content)
     finally:
         reasoner.close()
-    metrics["timings"] = {k: round(v, 1) for k, v in timings.items()}
+    routers = per_router_steps(run_dir, config.policy.router.ensemble) if config.policy.kind == "router" else []
+    metrics["timings"] = timings_of(phases, pool, answers, routers)
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     if "methods" in metrics:
+        from .report import markdown_report
+
+        (run_dir / "report.md").write_text(markdown_report(metrics))  # the evaluation's, and the phase table
         logger.log({f"test/{name}": m["accuracy"] for name, m in metrics["methods"].items()})
     logger.finish()
     return metrics

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from .phases import table as phase_table
+
 LABELS = {
     "no_tool": "No-Tool",
     "random": "Random Selection",
@@ -145,6 +147,8 @@ def markdown_report(metrics: dict) -> str:
                 + " | ".join(f"{_pct(c.get('precision'))} / {_pct(c.get('recall'))}" for c in cells)
                 + " |"
             )
+    if metrics.get("timings", {}).get("phases"):  # make train's phase table
+        lines += phase_table(metrics["timings"])
     return "\n".join(lines) + "\n"
 
 

@@ -12,7 +12,7 @@ from autagent.data.sample import Sample
 from autagent.reasoners import CachedReasoner, ReasonerConfig, build_reasoner
 from autagent.reasoners.cascade import CascadeReasoner, CascadeReasonerConfig, CascadeWeightsError
 from autagent.reasoners.cascade.layout import lay_out
-from autagent.reasoners.cascade.scoring import Prompt, score_prompts
+from autagent.reasoners.cascade.scoring import Prompt, pack_prompts, score_prompts
 
 TEMPO = {"tool": "tempo", "output": {"bpm": 90.0, "beats": []}, "backend": "b", "version": "v"}
 CHORDS = {"tool": "chords", "output": [{"start": 0.0, "end": 2.0, "chord": "A#:min"}], "backend": "b", "version": "v"}
@@ -48,9 +48,11 @@ def _naive(model, prompt: Prompt) -> list[float]:
     return scores
 
 
-def test_one_tree_pass_scores_like_separate_passes(cascade):
+@pytest.mark.parametrize("block", [64, 5, 0])
+def test_one_tree_pass_scores_like_separate_passes(cascade, block):
     """Shared pieces laid out once, choices on their prompts, a sliding window shorter than the
-    prompts: the same log-likelihoods as one full forward pass per (prompt, choice)."""
+    prompts, attention by blocks of queries (or one dense mask): the same log-likelihoods as one full
+    forward pass per (prompt, choice)."""
     enc, sample = cascade.encode, _sample()
     subsets = [None, [TEMPO], [CHORDS, TEMPO], [CHORDS], [CHORDS, TEMPO, {"tool": "emotion", "output": None}]]
     prompts = [
@@ -59,9 +61,26 @@ def test_one_tree_pass_scores_like_separate_passes(cascade):
     ]
     assert max(sum(len(ids) for _, ids in p.pieces) for p in prompts) > 64  # beyond the sliding window
     for max_tokens in (10_000, 150):  # one pack, and several
-        tree = score_prompts(cascade.model, prompts, max_tokens)
+        tree = score_prompts(cascade.model, prompts, max_tokens, block)
         for got, prompt in zip(tree, prompts):
             assert got == pytest.approx(_naive(cascade.model, prompt), abs=1e-3)
+
+
+def test_choices_that_begin_alike_share_their_tokens(cascade):
+    """A choice's last token predicts nothing scored and is not laid out; choices that begin with the
+    same tokens, and a prompt asked twice, share them; the scores are each choice's own."""
+    enc = cascade.encode
+    sample = _sample(choices=("about 90 BPM", "about 120 BPM", "about 90 beats", "slow"))
+    prompt = lay_out(
+        enc, [cascade.bos], sample.question, list(sample.choices), [TEMPO], max_items=4, max_prompt_tokens=300
+    )
+    prompt = prompt.prompt
+    (pack,) = pack_prompts([prompt, prompt], 10_000)
+    distinct = {tuple(c[:k]) for c in prompt.choices for k in range(1, len(c))}
+    assert len(pack.tokens) == sum(len(ids) for _, ids in prompt.pieces) + len(distinct)
+    assert len(distinct) < sum(len(c) - 1 for c in prompt.choices)  # " about" is laid out once
+    scores = score_prompts(cascade.model, [prompt, prompt], 10_000)
+    assert scores[0] == scores[1] == pytest.approx(_naive(cascade.model, prompt), abs=1e-3)
 
 
 def test_the_choice_with_the_higher_calibrated_score_wins(tiny_dir):
@@ -171,6 +190,8 @@ def test_config_is_validated():
         CascadeReasonerConfig(dtype="float16")
     with pytest.raises(ValueError, match="max_pack_tokens"):
         CascadeReasonerConfig(max_prompt_tokens=512, max_pack_tokens=256)
+    with pytest.raises(ValueError, match="attention_block"):
+        CascadeReasonerConfig(attention_block=-1)
 
 
 @pytest.mark.slow

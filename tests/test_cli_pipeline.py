@@ -166,6 +166,13 @@ def test_an_ensemble_trains_its_members_apart_resumes_each_and_selects_by_their_
     assert not torch.allclose(first, second)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["training"]["members"] == 2
+    # the phase table: each router's steps, the reasoner's answers, each phase, in metrics.json and report.md
+    timings = metrics["timings"]
+    assert len(timings["routers"]) == 2 and all(s > 0 for s in timings["routers"])
+    assert {"benchmark generation", "tool records", "training", "evaluation", "total"} <= set(timings["phases"])
+    assert timings["reasoner"]["training_asked_s"] >= timings["reasoner"]["training_computed_s"] > 0
+    report = (run_dir / "report.md").read_text()
+    assert "## Where the time went" in report and f"| evaluation | {timings['phases']['evaluation']:.1f} |" in report
     plugin = load(run_dir / "plugin")
     assert isinstance(plugin.router, RouterEnsemble) and len(plugin.router.members) == 2
     features = plugin.featurizer.of_samples(tiny_bench["test"])

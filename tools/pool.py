@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -131,11 +132,19 @@ class ToolPool:
         self._actors: dict[tuple[str, int], object] = {}
         self.computed = 0
         self.errors: dict[str, int] = {}  # tool id -> error records returned (bad clips, failing models, timeouts)
+        # tool id -> seconds its computed calls took, summed over its calls and replicas (an actor's start-up
+        # and model load are in its first call), and the seconds after the first call was sent when its last
+        # call came back; the phase table of a run (autagent/phases.py)
+        self.seconds: dict[str, float] = {}
+        self.done_at: dict[str, float] = {}
+        self.ray_start_s = 0.0
+        self._started = time.perf_counter()
 
     # -- actors ---------------------------------------------------------------------------------
     def _ensure_ray(self):
         import ray
 
+        started = time.perf_counter()
         # librosa's kernels compiled here, once, before actors that would compile them together (a race
         # that corrupts numba's cache: tools/numba_cache.py)
         warm_librosa()
@@ -157,6 +166,7 @@ class ToolPool:
                     ignore_reinit_error=True,
                     runtime_env=runtime_env,
                 )
+        self.ray_start_s += time.perf_counter() - started
         return ray
 
     def _replica(self, tool_id: str, batch: int) -> tuple[str, int]:
@@ -282,6 +292,7 @@ class ToolPool:
             pending = {t: jobs for t, jobs in pending.items() if jobs}
         bar = _progress(sum(len(v) for v in pending.values()), progress)
         compute = self._compute_local if self.config.executor == "local" else self._compute_ray
+        self._started = time.perf_counter()
         for i, tool_id, key, record in compute(pending, sources) if pending else ():
             self.cache.put(*key, record)
             self.computed += "error" not in record
@@ -289,6 +300,12 @@ class ToolPool:
             bar.update(1)
         bar.close()
         return [{t: r[t] for t in tools} for r in results]
+
+    def _timed(self, tool_id: str, sent: float) -> None:
+        """A call of ``tool_id`` sent at ``sent`` came back now."""
+        now = time.perf_counter()
+        self.seconds[tool_id] = self.seconds.get(tool_id, 0.0) + now - sent
+        self.done_at[tool_id] = max(self.done_at.get(tool_id, 0.0), now - self._started)
 
     def _count(self, record: dict) -> dict:
         if "error" in record:
@@ -304,7 +321,10 @@ class ToolPool:
 
     def _compute_local(self, pending: dict, paths: list[str]):
         for tool_id, chunk, batch_paths in self._batches(pending, paths):
-            for (i, key), record in zip(chunk, self.runner.run_batch(tool_id, batch_paths)):
+            sent = time.perf_counter()
+            records = self.runner.run_batch(tool_id, batch_paths)
+            self._timed(tool_id, sent)
+            for (i, key), record in zip(chunk, records):
                 yield i, tool_id, key, record
 
     def _compute_ray(self, pending: dict, paths: list[str]):
@@ -326,7 +346,8 @@ class ToolPool:
         def send(replica: tuple[str, int]) -> None:
             if waiting[replica]:
                 chunk, batch_paths = waiting[replica].popleft()
-                in_flight[self.actor(*replica).run_batch.remote(batch_paths)] = (replica, chunk, batch_paths)
+                ref = self.actor(*replica).run_batch.remote(batch_paths)
+                in_flight[ref] = (replica, chunk, batch_paths, time.perf_counter())
 
         for replica in waiting:
             send(replica)
@@ -334,8 +355,9 @@ class ToolPool:
             done, _ = ray.wait(list(in_flight), num_returns=1, timeout=self.config.timeout_s)
             if not done:  # nothing finished within the window: fail the oldest call, let Ray restart its actor
                 ref = next(iter(in_flight))
-                replica, chunk, batch_paths = in_flight.pop(ref)
+                replica, chunk, batch_paths, sent = in_flight.pop(ref)
                 tool_id = replica[0]
+                self._timed(tool_id, sent)
                 for (i, key), path in zip(chunk, batch_paths):
                     error = f"{path}: timed out after {self.config.timeout_s}s"
                     yield i, tool_id, key, make_record(tool_id, *key[2:], error=error)
@@ -344,7 +366,7 @@ class ToolPool:
                 send(replica)
                 continue
             ref = done[0]
-            replica, chunk, batch_paths = in_flight.pop(ref)
+            replica, chunk, batch_paths, sent = in_flight.pop(ref)
             tool_id = replica[0]
             send(replica)
             try:
@@ -354,6 +376,7 @@ class ToolPool:
                     make_record(tool_id, *key[2:], error=f"{path}: tool actor failed: {type(err).__name__}")
                     for (_, key), path in zip(chunk, batch_paths)
                 ]
+            self._timed(tool_id, sent)
             for (i, key), record in zip(chunk, records):
                 yield i, tool_id, key, record
 
