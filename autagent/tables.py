@@ -195,13 +195,13 @@ def render(table: str, spec: dict, records: dict) -> str:
         label = label.replace("{tool}", entry["label"])  # best_single's label names the tool it found
         lines.append("| " + " | ".join([label, *(" · ".join(c) for c in cells)]) + " |")
     sources = "; ".join(
-        f"{RESULTS}/{name}.json ({rec.get('about', '')}, {rec.get('commit') or 'commit unknown'}"
-        + (", a transcription" if rec.get("transcription") else "")
+        f"{RESULTS}/{name}.json ({rec.get('about', '')}; at {rec.get('commit') or 'an unknown commit'}"
+        + ("; a transcription" if rec.get("transcription") else "")
         + ")"
         for name, rec in used.items()
     )
-    lines += ["", f"<sub>`autagent report tables` from {sources}.</sub>"]
-    return "\n".join(lines) + "\n"
+    lines += ["", f"<sub>`autagent report tables` from {sources}.</sub> "]  # the end marker follows on this line
+    return "\n".join(lines)
 
 
 def load_records(root: Path) -> dict:
