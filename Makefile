@@ -86,12 +86,13 @@ test-all: ## every test, slow ones included
 
 README_MAX_LINES ?= 200
 
-lint: ## ruff, the import layers, and the README kept a front door (at most README_MAX_LINES lines)
+lint: ## ruff, the import layers, result tables as their records give them, the README a front door (at most README_MAX_LINES lines)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/autagent report tables --check
 	@n=$$(wc -l < README.md); if [ "$$n" -gt $(README_MAX_LINES) ]; then \
-	  echo "README.md has $$n lines, more than $(README_MAX_LINES): move results prose to docs/results.md"; exit 1; fi
+	  echo "README.md has $$n lines, more than $(README_MAX_LINES): move results prose to docs/results/"; exit 1; fi
 
 bench: ## speed and cost measurements (print figures)
 	$(PY) bench/tools.py

@@ -1,4 +1,4 @@
-"""``autagent`` command line: tools, data, train, eval, select, answer, plugin, sweep.
+"""``autagent`` command line: tools, data, train, eval, select, answer, plugin, sweep, report.
 
 Every error a user can cause (a bad config, dataset, clip, plugin or key) ends in one line
 ``autagent: error: ...`` naming the file, row or field, and exit code 2; never a traceback.
@@ -433,6 +433,24 @@ def cmd_sweep(args) -> int:
     return 0
 
 
+def cmd_report(args) -> int:
+    from .tables import TableError, record, write_tables
+
+    try:
+        if args.report_command == "record":
+            print(record(args.folder, args.name, commit=args.commit, about=args.about))
+            return 0
+        differ = write_tables(args.root, check=args.check)
+    except TableError as err:
+        print(f"autagent: error: {err}", file=sys.stderr)
+        return 2
+    for line in differ:
+        print(f"{line} {'differs from' if args.check else 'rewritten from'} its records", file=sys.stderr)
+    if args.check and differ:
+        print("autagent: run `autagent report tables` (or fix the record it names)", file=sys.stderr)
+    return 1 if args.check and differ else 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="autagent", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -612,6 +630,19 @@ def build_parser() -> argparse.ArgumentParser:
     sw.add_argument("--resume", action="store_true", help="reuse finished runs")
     sw.add_argument("--only", help="comma-separated variant names")
     sw.set_defaults(func=cmd_sweep)
+
+    rep = sub.add_parser("report", help="result tables from recorded runs and sweeps (docs/results/)")
+    rep = rep.add_subparsers(dest="report_command", required=True)
+    rec = rep.add_parser("record", help="write docs/results/NAME.json from a finished run or sweep folder")
+    rec.add_argument("folder", help="a run folder (metrics.json) or a sweep's (summary.json)")
+    rec.add_argument("--as", dest="name", required=True, help="the record's name, as tables name it")
+    rec.add_argument("--commit", help="the commit that made it (default: HEAD of the checkout holding it)")
+    rec.add_argument("--about", help="a few words saying what it is, shown under each table using it")
+    rec.set_defaults(func=cmd_report)
+    tab = rep.add_parser("tables", help="rewrite the README's and docs' tables (<!-- table: NAME -->) from records")
+    tab.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 naming each table that differs")
+    tab.add_argument("--root", default=".", help="the checkout (default: here)")
+    tab.set_defaults(func=cmd_report)
     return parser
 
 

@@ -7,6 +7,7 @@ per step), and the router's median selection latency per query (features + netwo
 clip's audio features computed and without).
 
 Usage: .venv/bin/python bench/training.py [--config experiments/embedded_main.yaml] [--steps N]
+       .venv/bin/python bench/training.py --plugin runs/embedded_main/plugin   # a finished plugin's selection only
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--config", default="experiments/embedded_main.yaml")
     parser.add_argument("--steps", type=int, default=None)
+    parser.add_argument("--plugin", help="time this plugin's selection on the config's test split; train nothing")
     args = parser.parse_args()
 
     import torch
@@ -47,6 +49,8 @@ def main() -> None:
     if args.steps:
         overrides["grpo.steps"] = args.steps
     config = load_config(args.config, overrides)
+    if args.plugin:
+        return time_selection(config, load(args.plugin))
     started = time.perf_counter()
     metrics = run_train(config)
     elapsed = time.perf_counter() - started
@@ -70,23 +74,47 @@ def main() -> None:
         f"one per (clip, tool), {once} for train+dev+test) vs {t['naive_tool_runs']} naive for the training steps "
         f"alone ({t['naive_tool_runs'] / made:.1f}x fewer)"
     )
+    time_selection(config, load(config.run_dir / "plugin"))
 
-    plugin = load(config.run_dir / "plugin")
-    samples = splits.test[:50]
+
+def time_selection(config, plugin) -> None:
+    """Median selection latency of ``plugin`` over 50 test queries, the clip's features computed and memoised;
+    a plugin with a back-off is also timed without it, query by query in the same run (their ratio). With the
+    features memoised it prints the process's CPU time too: on a machine other jobs share, wall-clock
+    milliseconds move with their load, CPU time much less."""
+    from autagent.pipeline import load_splits
+
+    samples = load_splits(config).test[:50]
     plugin.select_many(samples[:2])  # warm the encoders
-    cold, warm = [], []
+    backoff = getattr(plugin, "backoff", None)
+    cold, warm, bare = [], [], []
+
+    def timed(sample) -> tuple[float, float]:
+        wall, cpu = time.perf_counter(), time.process_time()
+        plugin.select(sample.audio, sample.question, sample.choices)
+        return time.perf_counter() - wall, time.process_time() - cpu
+
     for sample in samples:
         plugin.featurizer.audio._memo.clear()
-        t0 = time.perf_counter()
-        plugin.select(sample.audio, sample.question, sample.choices)
-        cold.append(time.perf_counter() - t0)
-        t0 = time.perf_counter()
-        plugin.select(sample.audio, sample.question, sample.choices)
-        warm.append(time.perf_counter() - t0)
+        cold.append(timed(sample)[0])
+        warm.append(timed(sample))
+        if backoff is not None:
+            plugin.backoff = None
+            bare.append(timed(sample))
+            plugin.backoff = backoff
+
+    def ms(times, k: int) -> float:
+        return 1000 * statistics.median(t[k] for t in times)
+
     print(
-        f"router selection latency per query: median {1000 * statistics.median(cold):.1f} ms with audio encoding, "
-        f"{1000 * statistics.median(warm):.2f} ms with the clip's features memoised ({len(samples)} queries)"
+        f"router selection latency per query ({len(samples)} queries, medians): {1000 * statistics.median(cold):.1f} "
+        f"ms with audio encoding; with the clip's features memoised {ms(warm, 0):.2f} ms ({ms(warm, 1):.2f} ms CPU)"
     )
+    if bare:
+        print(
+            f"the same plugin without its back-off: {ms(bare, 0):.2f} ms ({ms(bare, 1):.2f} ms CPU); with it "
+            f"{ms(warm, 0) / ms(bare, 0):.2f}x ({ms(warm, 1) / ms(bare, 1):.2f}x CPU)"
+        )
 
 
 if __name__ == "__main__":

@@ -73,7 +73,7 @@ class RewardConfig:
     tool_cost: float = 0.0
     """Subtracted per called tool. 0 is the paper's reward; the embedded configs use 0.05, because
     without a price a router that cannot tell when tools help calls several of them anyway and loses
-    little (docs/results.md, "Tool cost")."""
+    little (docs/history.md, "Tool cost")."""
 
     def __post_init__(self):
         if self.kind not in REWARDS:

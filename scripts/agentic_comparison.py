@@ -8,7 +8,7 @@ agentic (its records in front, the other tools offered).  The caller is ``eval.a
 with the embedded reasoner, the scripted caller written in the open (a stand-in for a real LALM:
 :mod:`autagent.reasoners.scripted`); with ``--set reasoner.kind=openai`` a real endpoint decides.
 Plugin rows are mean ± std over the plugins given (one per training seed).  Seconds are per query,
-selection included, with every whole-clip tool record already in the cache.  docs/results.md, "The
+selection included, with every whole-clip tool record already in the cache.  docs/results/headline.md, "The
 reasoner asks for tools itself", quotes::
 
     .venv/bin/python scripts/agentic_comparison.py runs/embedded_main{,_s1,_s2}/plugin

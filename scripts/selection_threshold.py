@@ -3,7 +3,7 @@ accuracy, tools per query and reward on dev and test, and the transfer check's p
 
 A router calls a tool when its probability is above 0.5.  A higher cut trades recall for precision;
 this measures the trade, choosing nothing itself (the cut that dev's reward prefers is the honest
-one; test and the transfer set are only reported).  docs/results.md, "How wide the question-only gap
+one; test and the transfer set are only reported).  docs/results/headline.md, "How wide the question-only gap
 can be here", quotes it for the five plugins of ``experiments/sweeps/tool_credit.yaml``::
 
     .venv/bin/python scripts/selection_threshold.py runs/sweeps/tool_credit/tool-credit-s*/plugin

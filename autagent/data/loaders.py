@@ -24,6 +24,7 @@ import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 from .sample import Sample
@@ -122,28 +123,21 @@ def _audio(path: Path, value: str) -> str:
     return str(audio if audio.is_absolute() else (path.parent / audio).resolve())
 
 
-def _mmau_row(path: Path, row: dict) -> dict:
+def _choice_row(path: Path, row: dict, audio: str, domain: str) -> dict:
+    """A row of MMAU or MMAR, which differ only in the names of the audio and domain fields."""
     choices = _choices(row, "choices")
     return dict(
-        audio=_audio(path, _text(row, "audio_id")),
+        audio=_audio(path, _text(row, audio)),
         question=_text(row, "question"),
         choices=choices,
         answer=_answer_in(choices, _text(row, "answer")),
-        domain=_label(row.get("task")),
+        domain=_label(row.get(domain)),
         category=_label(row.get("category")),
     )
 
 
-def _mmar_row(path: Path, row: dict) -> dict:
-    choices = _choices(row, "choices")
-    return dict(
-        audio=_audio(path, _text(row, "audio_path")),
-        question=_text(row, "question"),
-        choices=choices,
-        answer=_answer_in(choices, _text(row, "answer")),
-        domain=_label(row.get("modality")),
-        category=_label(row.get("category")),
-    )
+_mmau_row = partial(_choice_row, audio="audio_id", domain="task")
+_mmar_row = partial(_choice_row, audio="audio_path", domain="modality")
 
 
 AVQA_WORDING = ((re.compile(r"\bvideos?\b", re.I), lambda m: "audio" if m.group(0).islower() else "Audio"),)

@@ -59,8 +59,9 @@ class EmbeddedReasonerConfig:
     hearing_dilution: float | None = 2.0
     """Record facts in context at which the weight of what was heard halves (None: it never does). An
     audio LM given pages of tool text leans on the text and less on its own listening. The value is a
-    calibration of the simulator, not a finding (docs/results.md, "The reasoners": the mildest setting
-    tried under which All-Tools falls below No-Tool on a domain, as the paper reports for Qwen2-Audio).
+    calibration of the simulator, not a finding (docs/history.md, v4's "What `make train` gives here": the
+    mildest setting tried under which All-Tools falls below No-Tool on a domain, as the paper reports for
+    Qwen2-Audio).
     ``embedded-robust`` has none."""
     relevance_floor: float | None = None
     """Tool facts less similar to the question than this are ignored (None: none are)."""
@@ -83,7 +84,7 @@ class EmbeddedReasonerConfig:
     semantic_floor: float = 0.0
     """A similarity below this is no evidence (only the part above it counts, rescaled to [0, 1]). The
     distractible reader has none: any resemblance between a record and an option counts, which is how
-    irrelevant records mislead it (docs/results.md, "The reasoners"); ``embedded-robust`` ignores
+    irrelevant records mislead it (docs/history.md, v4's "What `make train` gives here"); ``embedded-robust`` ignores
     similarities below 0.35."""
     numeric_tolerance: float = 0.03
     """Relative error at which two numbers from records agree by 1/e."""

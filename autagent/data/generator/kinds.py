@@ -8,6 +8,7 @@ need one tool or another depending on the clip.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -77,6 +78,56 @@ def pick_wording(ctx: Ctx, names) -> str:
     return ctx.pick(names)
 
 
+def near_or_far_item(
+    ctx: Ctx,
+    kind: str,
+    name: str,
+    names: list[str],
+    far: bool,
+    wordings: Callable[[str], Sequence[str]],
+    audio: Callable[[], np.ndarray],
+    domain: str,
+    tool: str,
+    about: str,
+) -> Item:
+    """The item of a kind whose options are near (``tool`` reveals the answer) or far (a listen settles
+    it): ``names`` worded by ``wordings``, the clip ``audio()``, the facts ``{about: name, "options": ...}``.
+    The draws keep one order, options worded, then the clip, then the question: the benchmark's bytes
+    rest on it."""
+    choices = [pick_wording(ctx, wordings(n)) for n in names]
+    clip = audio()
+    return Item(
+        clip,
+        ctx.ask(kind),
+        choices,
+        choices[names.index(name)],
+        domain,
+        [] if far else [tool],
+        {about: name, "options": "far" if far else "near"},
+    )
+
+
+def family_item(ctx: Ctx, kind: str, table: dict, audio: Callable[[str], np.ndarray], domain: str, about: str) -> Item:
+    """Which one of ``table`` (``name -> (family, ..., wordings)``) is heard: far options (40 %) are of
+    other families, which a listen tells apart; near ones of the answer's family, which need sound events."""
+    name = ctx.pick(list(table))
+    far = ctx.rng.random() < 0.4
+    alike = [n for n in table if (table[n][0] != table[name][0]) == far]
+    names = ctx.shuffled([name] + other_options(ctx, name, list(table), 3, prefer=alike))
+    return near_or_far_item(
+        ctx,
+        kind,
+        name,
+        names,
+        far,
+        wordings=lambda n: table[n][2],
+        audio=lambda: audio(name),
+        domain=domain,
+        tool="sound_events",
+        about=about,
+    )
+
+
 def _level(audio: np.ndarray, ctx: Ctx) -> np.ndarray:
     return synth.normalise(audio, float(ctx.rng.uniform(-12, -3)))
 
@@ -93,21 +144,14 @@ def event_audio(ctx: Ctx, name: str, duration: float) -> np.ndarray:
 
 
 def sound_event(ctx: Ctx) -> Item:
-    name = ctx.pick(list(vocab.EVENTS))
-    family = vocab.EVENTS[name][0]
-    far = ctx.rng.random() < 0.4  # far: the other options are other kinds of sound; near: the same kind
-    alike = [n for n in vocab.EVENTS if (vocab.EVENTS[n][0] != family) == far]
-    names = ctx.shuffled([name] + other_options(ctx, name, list(vocab.EVENTS), 3, prefer=alike))
-    choices = [pick_wording(ctx, vocab.EVENTS[n][2]) for n in names]
-    audio = event_audio(ctx, name, float(ctx.rng.uniform(3.0, 6.0)))
-    return Item(
-        audio,
-        ctx.ask("sound_event"),
-        choices,
-        choices[names.index(name)],
+    """Which sound event (synthesised, or a General MIDI instrument hit)."""
+    return family_item(
+        ctx,
+        "sound_event",
+        vocab.EVENTS,
+        lambda name: event_audio(ctx, name, float(ctx.rng.uniform(3.0, 6.0))),
         "sound",
-        [] if far else ["sound_events"],
-        {"event": name, "options": "far" if far else "near"},
+        "event",
     )
 
 
@@ -211,21 +255,14 @@ def scale_tune(ctx: Ctx, program: int, lowest: int, span: int) -> np.ndarray:
 
 
 def instrument(ctx: Ctx) -> Item:
-    name = ctx.pick(list(vocab.INSTRUMENTS))
-    family, program, _ = vocab.INSTRUMENTS[name]
-    far = ctx.rng.random() < 0.4  # far: other families of instruments; near: the same family first
-    alike = [n for n in vocab.INSTRUMENTS if (vocab.INSTRUMENTS[n][0] != family) == far]
-    names = ctx.shuffled([name] + other_options(ctx, name, list(vocab.INSTRUMENTS), 3, prefer=alike))
-    choices = [pick_wording(ctx, vocab.INSTRUMENTS[n][2]) for n in names]
-    audio = scale_tune(ctx, program, 48, 16)
-    return Item(
-        audio,
-        ctx.ask("instrument"),
-        choices,
-        choices[names.index(name)],
+    """A shuffled scale on the instrument."""
+    return family_item(
+        ctx,
+        "instrument",
+        vocab.INSTRUMENTS,
+        lambda name: scale_tune(ctx, vocab.INSTRUMENTS[name][1], 48, 16),
         "music",
-        [] if far else ["sound_events"],
-        {"instrument": name, "options": "far" if far else "near"},
+        "instrument",
     )
 
 

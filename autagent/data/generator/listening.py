@@ -6,11 +6,11 @@ about genre, mood, setting or instrumentation, which hearing answers.  These kin
 those things (style and setting, mood and energy) about clips whose options are far apart, so the
 reward, not a label, teaches that no tool is needed.  (A yes/no kind, "is there a flute?", was tried
 and dropped: with yes/no choices only in music questions, yes/no questions about speech and sounds
-got the chord tool on the transfer check, and its F1 fell; see docs/results.md.)
+got the chord tool on the transfer check, and its F1 fell; see docs/history.md.)
 
 They are drawn for the ``train`` and ``dev`` splits only, when ``data.benchmark.listening_share`` is
 above 0 (it is 0 by default): the test split, and every figure measured on it, is unchanged.  Measured
-(docs/results.md): no gain on the transfer check, with the per-tool router
+(docs/history.md): no gain on the transfer check, with the per-tool router
 (``experiments/sweeps/listening.yaml``) or with ``make train``'s factored ensemble
 (``experiments/sweeps/ensembles_more.yaml``), so they stay off.  Their phrasings are written for
 this project; nothing comes from an evaluation benchmark or from the transfer check's questions.

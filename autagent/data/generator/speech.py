@@ -8,7 +8,16 @@ import numpy as np
 
 from .. import synth
 from . import vocab
-from .kinds import Ctx, Item, chord_name, chords_audio, event_audio, other_options, pick_wording
+from .kinds import (
+    Ctx,
+    Item,
+    chord_name,
+    chords_audio,
+    event_audio,
+    near_or_far_item,
+    other_options,
+    pick_wording,
+)
 
 NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five")
 TIMES = ("never", "once", "twice", "three times", "four times", "five times")
@@ -91,16 +100,17 @@ def emotion(ctx: Ctx) -> Item:
     far = ctx.rng.random() < 0.4  # far: the other options have the other arousal (a coarse listen separates them)
     other = [e for e in vocab.EMOTION_ACTING if vocab.AROUSAL[e] != vocab.AROUSAL[feeling]]
     names = ctx.shuffled([feeling] + (other if far else other_options(ctx, feeling, list(vocab.EMOTION_ACTING), 3)))
-    choices = [pick_wording(ctx, vocab.EMOTION_WORDS[n]) for n in names]
-    audio = say(ctx, ctx.pick(sentence_pool(ctx)), emotion=feeling)
-    return Item(
-        audio,
-        ctx.ask("emotion"),
-        choices,
-        choices[names.index(feeling)],
-        "speech",
-        [] if far else ["emotion"],
-        {"emotion": feeling, "options": "far" if far else "near"},
+    return near_or_far_item(
+        ctx,
+        "emotion",
+        feeling,
+        names,
+        far,
+        wordings=vocab.EMOTION_WORDS.__getitem__,
+        audio=lambda: say(ctx, ctx.pick(sentence_pool(ctx)), emotion=feeling),
+        domain="speech",
+        tool="emotion",
+        about="emotion",
     )
 
 

@@ -3,7 +3,7 @@
 Each member is its own GRPO run on the same queries, seeded ``seed · N + m``, so members differ only in
 their initialisation and their draws.  On text like its training queries every member agrees; on text
 unlike anything it trained on each one extrapolates in its own way, and averaging their tool
-probabilities keeps only the calls most of them make (docs/results.md, "Ensembles").  Selection calls a
+probabilities keeps only the calls most of them make (docs/history.md, "Ensembles").  Selection calls a
 tool when the members' mean probability of calling it exceeds one half; training and its log-probabilities
 stay per member.
 """

@@ -76,14 +76,14 @@ class RouterConfig:
     """What the router sees: any of question, choices, audio (the input ablation)."""
     choice_spread: bool = False
     """Add the choices' per-dimension spread (std of their embeddings) to their mean: what the options
-    differ in, rather than only what they are about. Off by default (docs/results.md, "Router inputs")."""
+    differ in, rather than only what they are about. Off by default (docs/history.md, "Router inputs")."""
     choice_contrast: bool = False
     """Add the embedding of the words the choices do not all share ("violin viola major minor" for four
     "a violin/viola playing a D major/minor chord"): what the options disagree about, which names the
-    tool more sharply than a mean of whole sentences. Off by default (docs/results.md, "Router inputs")."""
+    tool more sharply than a mean of whole sentences. Off by default (docs/history.md, "Router inputs")."""
     abstain: bool = False
     """An explicit no-tool action (the call logit in the module docstring), so that learning to call
-    nothing on a query is one decision rather than seven. Off by default (docs/results.md, "Router
+    nothing on a query is one decision rather than seven. Off by default (docs/history.md, "Router
     inputs")."""
     call_init: float = 1.0
     """Initial call logit with ``abstain``: σ(1) ≈ 0.73, so the router starts by abstaining on about a
@@ -103,24 +103,25 @@ class RouterConfig:
     ``tool_conditioned`` scorer's own description side, as measured before the head existed)."""
     ensemble: int = 1
     """Routers trained apart (seeds ``seed · N + m``) whose mean tool probabilities select; 1: one
-    router (docs/results.md, "Ensembles")."""
+    router (docs/history.md, "Ensembles")."""
     input_dropout: dict = field(default_factory=dict)
     """Training only: the chance that an input is blanked for a query in a step, e.g. ``{question: 0.5}``
     (modality dropout), meant to make the router decide from the choices and the clip, since test
-    questions are worded in ways training never saw. Off by default (docs/results.md, "Router inputs")."""
+    questions are worded in ways training never saw. Off by default (docs/history.md, "Router inputs")."""
     unfamiliar_fallback: dict = field(default_factory=dict)
     """Selection only: input -> a share q, e.g. ``{choices: 0.01}``. A query whose input is less like
     its nearest training query's than all but a share q of the dev queries' are (cosine of the input's
     embedding) has that input blanked when the router selects, as ``input_dropout`` blanks it in
     training (so the input must be there too): on text unlike anything it trained on, the router
     decides from the inputs it knows rather than from an embedding region it never saw. The training
-    embeddings and the cut are kept in the plugin. Off by default (docs/results.md, "Unfamiliar
-    choices")."""
+    embeddings and the cut are kept in the plugin. Off by default (docs/results/transfer.md,
+    "Unfamiliar choices")."""
     backoff: dict = field(default_factory=dict)
     """After training, fit the plugin's back-off (:class:`autagent.policies.router.backoff.BackoffConfig`'s
     fields, e.g. ``{rule: fill}``): a query whose question or choices are worded unlike training is
     decided by the zero-shot head instead of left to the router, with a cut calibrated on held-out
-    phrasings. Empty (the default): no back-off (docs/results.md, "Backing off on unfamiliar wording")."""
+    phrasings. Empty (the default): no back-off (docs/results/transfer.md, "Backing off on unfamiliar
+    wording")."""
 
     def __post_init__(self):
         unknown = [x for x in self.inputs if x not in INPUTS]

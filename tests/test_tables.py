@@ -1,0 +1,128 @@
+"""Result tables come from recorded runs: `autagent report record` writes a small JSON from a finished run
+or sweep folder, `autagent report tables` rewrites the marked tables of the pages from those records, and
+`--check` fails naming a table whose figures were edited by hand."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+
+from autagent.cli import main
+from autagent.sweep import _mean_std
+from autagent.tables import write_tables
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _run_folder(path: Path, policy: float = 0.6) -> Path:
+    """A finished run's folder as `autagent train` leaves it, cut to what a record reads."""
+    method = {"official": {"accuracy": 0.0}, "errors": 0, "by_category": {"animal": {"accuracy": 0.5, "n": 2}}}
+    metrics = {
+        "dataset": "test",
+        "n": 10,
+        "reasoner": "embedded:embedded",
+        "tools": ["asr", "tempo"],
+        "methods": {
+            "no_tool": method | {"accuracy": 0.3, "avg_tools": 0.0, "by_domain": {"music": 0.2, "speech": 0.4}},
+            "single:asr": method | {"accuracy": 0.4, "avg_tools": 1.0, "by_domain": {"music": 0.2, "speech": 0.6}},
+            "single:tempo": method | {"accuracy": 0.5, "avg_tools": 1.0, "by_domain": {"music": 0.8, "speech": 0.2}},
+            "policy": method | {"accuracy": policy, "avg_tools": 0.9, "by_domain": {"music": 0.8, "speech": 0.4}},
+        },
+    }
+    path.mkdir(parents=True)
+    (path / "metrics.json").write_text(json.dumps(metrics))
+    (path / "config.yaml").write_text(yaml.safe_dump({"name": "tiny", "seed": 0}))
+    return path
+
+
+SPEC = {
+    "main": {
+        "domains": ["music", "speech"],
+        "rows": [
+            {"record": "tiny", "method": "no_tool"},
+            {"record": "tiny", "method": "best_single", "label": "best single tool ({tool})"},
+            {"record": "tiny", "method": "policy", "label": "AuTAgent, seed 0"},
+            {"record": "seeds", "variant": "router", "label": "AuTAgent, seeds 0-2", "seeds": True},
+        ],
+    }
+}
+
+
+def _checkout(tmp_path: Path, monkeypatch) -> Path:
+    """A checkout with a recorded run, a recorded sweep, the spec, and a README whose table is stale."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "record", str(_run_folder(tmp_path / "runs" / "tiny")), "--as", "tiny"]) == 0
+    sweep = tmp_path / "runs" / "sweeps" / "seeds"
+    sweep.mkdir(parents=True)
+    summary = {
+        "sweep": "experiments/sweeps/seeds.yaml",
+        "seeds": [0, 1, 2],
+        "variants": {"router": {"accuracy": _mean_std([0.6, 0.7, 0.65]), "avg_tools": _mean_std([0.9, 1.1, 1.0])}},
+        "baselines": {"no_tool": {"accuracy": 0.3, "avg_tools": 0.0}},
+    }
+    (sweep / "summary.json").write_text(json.dumps(summary))
+    assert main(["report", "record", str(sweep), "--as", "seeds", "--commit", "abc1234"]) == 0
+    (tmp_path / "docs" / "results" / "tables.yaml").write_text(yaml.safe_dump(SPEC))
+    (tmp_path / "README.md").write_text("# Tiny\n\n<!-- table: main -->\n| stale |\n<!-- /table -->\n\nThe end.\n")
+    return tmp_path
+
+
+def test_record_keeps_what_tables_need_of_a_tiny_run_folder(tmp_path, monkeypatch, capsys):
+    run = _run_folder(tmp_path / "runs" / "tiny")
+    monkeypatch.chdir(tmp_path)
+    assert main(["report", "record", str(run), "--as", "tiny", "--commit", "abc1234", "--about", "a tiny run"]) == 0
+    made = json.loads((tmp_path / "docs" / "results" / "tiny.json").read_text())
+    assert made["kind"] == "run" and made["commit"] == "abc1234" and made["about"] == "a tiny run"
+    assert made["transcription"] is False and made["n"] == 10 and made["tools"] == ["asr", "tempo"]
+    assert made["methods"]["policy"] == {
+        "label": "AuTAgent (trained policy)",
+        "accuracy": 0.6,
+        "avg_tools": 0.9,
+        "by_domain": {"music": 0.8, "speech": 0.4},
+    }
+    assert made["methods"]["single:asr"]["label"] == "T1 asr"
+    assert "by_category" not in json.dumps(made)  # small: what a table shows, nothing more
+    assert main(["report", "record", str(tmp_path), "--as", "nothing"]) == 2
+    assert "neither a run folder (metrics.json) nor a sweep's (summary.json)" in capsys.readouterr().err
+
+
+def test_a_table_is_rewritten_from_the_recorded_json(tmp_path, monkeypatch):
+    root = _checkout(tmp_path, monkeypatch)
+    assert main(["report", "tables"]) == 0
+    text = (root / "README.md").read_text()
+    assert "| stale |" not in text and text.startswith("# Tiny\n") and text.endswith("<!-- /table -->\n\nThe end.\n")
+    rows = text.split("<!-- table: main -->\n")[1].splitlines()
+    assert rows[0] == "| Method | Music | Speech | Avg | Avg tools |"
+    assert rows[2] == "| No-Tool | 20.0 | 40.0 | **30.0** | 0.00 |"
+    assert rows[3] == "| best single tool (T4 tempo) | 80.0 | 20.0 | **50.0** | 1.00 |"  # the best, not the first
+    assert rows[4] == "| AuTAgent, seed 0 | 80.0 | 40.0 | **60.0** | 0.90 |"
+    # mean ± the sample std over seeds, the sweeps' own (0.65 ± 0.05), and each seed
+    assert rows[5] == "| AuTAgent, seeds 0-2 |  |  | **65.0 ± 5.0 (60.0, 70.0, 65.0)** | 1.00 ± 0.10 |"
+    assert "docs/results/tiny.json" in rows[7] and "docs/results/seeds.json" in rows[7] and "abc1234" in rows[7]
+    assert write_tables(root, check=True) == []
+
+
+def test_check_fails_on_a_hand_edited_figure_and_names_the_table(tmp_path, monkeypatch, capsys):
+    root = _checkout(tmp_path, monkeypatch)
+    assert main(["report", "tables"]) == 0
+    readme = root / "README.md"
+    readme.write_text(readme.read_text().replace("**60.0**", "**61.0**"))
+    capsys.readouterr()
+    assert main(["report", "tables", "--check"]) == 1
+    assert "README.md: table main differs from its records" in capsys.readouterr().err
+    assert "**61.0**" in readme.read_text()  # --check rewrites nothing
+    # a record changed without its tables is caught the same way
+    assert main(["report", "tables"]) == 0
+    _run_folder(tmp_path / "runs" / "other", policy=0.7)
+    assert main(["report", "record", str(tmp_path / "runs" / "other"), "--as", "tiny"]) == 0
+    assert main(["report", "tables", "--check"]) == 1
+    # a page naming a table the spec does not know is an error naming both
+    (root / "docs" / "page.md").write_text("<!-- table: nope -->\n<!-- /table -->\n")
+    assert main(["report", "tables", "--check"]) == 2
+    assert "docs/page.md: table 'nope' is not in docs/results/tables.yaml" in capsys.readouterr().err
+
+
+def test_the_projects_tables_are_what_their_records_give():
+    assert write_tables(ROOT, check=True) == []
