@@ -145,13 +145,12 @@ def _service(tmp, plugin=None, upstream=None, reasoner=None, **limits):
     )
     options = build(
         config,
-        reasoner,
-        upstream,
-        str(plugin) if plugin else None,
-        None,
+        reasoner=reasoner,
+        upstream=upstream,
+        plugin=str(plugin) if plugin else None,
         audio_dir=str(tmp / "audio"),
-        max_retries=0,
-        timeout_s=30.0,
+        upstream_retries=0,
+        upstream_timeout_s=30.0,
         agentic=True,
         **limits,
     )

@@ -252,13 +252,12 @@ def _app(plugin, tmp, upstream=None, **limits):
     )
     options = build(
         config,
-        None if upstream else "embedded",
-        upstream,
-        str(plugin),
-        None,
+        reasoner=None if upstream else "embedded",
+        upstream=upstream,
+        plugin=str(plugin),
         audio_dir=str(tmp / "audio"),
-        max_retries=0,
-        timeout_s=5.0,
+        upstream_retries=0,
+        upstream_timeout_s=5.0,
         **limits,
     )
     return InThread(create_app(options))

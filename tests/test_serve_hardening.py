@@ -43,13 +43,12 @@ def _options(plugin, tmp: Path, upstream=None, overrides=None, **limits):
     )
     return build(
         config,
-        None if upstream else "embedded",
-        upstream,
-        str(plugin),
-        None,
+        reasoner=None if upstream else "embedded",
+        upstream=upstream,
+        plugin=str(plugin),
         audio_dir=str(tmp / "audio"),
-        max_retries=0,
-        timeout_s=10.0,
+        upstream_retries=0,
+        upstream_timeout_s=10.0,
         **limits,
     )
 

@@ -74,15 +74,14 @@ class Turn:
         self.pcm = []
 
 
-def add_realtime(app, options, metrics, answer) -> None:
-    """Mount ``/v1/realtime`` on ``app``; ``answer(body)`` is the service's upstream call (a coroutine
-    giving a chat completion, raising ``UpstreamError``)."""
-    open_sessions = {"count": 0}
+def add_realtime(app, service) -> None:
+    """Mount ``/v1/realtime`` on ``app`` (a :class:`~.service.Service`'s)."""
+    options, metrics = service.options, service.metrics
 
     @app.websocket("/v1/realtime")
     async def realtime(socket: WebSocket):
         await socket.accept()
-        if open_sessions["count"] >= options.max_realtime_sessions:
+        if service.realtime >= options.max_realtime_sessions:
             metrics.errors.labels("rate_limit_error").inc()
             await socket.send_text(
                 json.dumps(
@@ -95,21 +94,19 @@ def add_realtime(app, options, metrics, answer) -> None:
             )
             await socket.close(code=1013)
             return
-        open_sessions["count"] += 1
-        conversation = Conversation(socket, options, metrics, answer, socket.query_params.get("model"))
+        service.realtime += 1
+        conversation = Conversation(socket, service, socket.query_params.get("model"))
         try:
             await conversation.run()
         finally:
             conversation.end()
-            open_sessions["count"] -= 1
-
-    app.state.realtime_sessions = open_sessions
+            service.realtime -= 1
 
 
 class Conversation:
-    def __init__(self, socket, options, metrics, answer, model: str | None):
-        self.socket, self.options, self.metrics, self.answer = socket, options, metrics, answer
-        self.plugin = options.plugin
+    def __init__(self, socket, service, model: str | None):
+        self.socket, self.service, self.options, self.metrics = socket, service, service.options, service.metrics
+        self.answer, self.plugin = service.upstream.complete, service.plugin
         self.model = model or "autagent"
         self.session_id = ev.new_id("sess")
         self.rate = 24000
@@ -250,7 +247,7 @@ class Conversation:
             return
         if self.turn is None:
             self.turn = await asyncio.to_thread(
-                Turn, self.plugin, self.rate, self.options.max_audio_seconds, self.options.upstream
+                Turn, self.plugin, self.rate, self.service.max_audio_seconds, self.service.upstream
             )
             if self.user_text is not None and self.turn.stream is not None:
                 self.turn.stream.ask(*question_and_choices(self.user_text))
@@ -329,7 +326,7 @@ class Conversation:
             result = await self.result_of(turn)
             body = {"model": self.model, "messages": result.messages(user_text or result.question)}
             upstream_started = time.perf_counter()
-            with self.options.audio_store.lease(result.audio):  # the clip counts in the bounded folder
+            with self.service.audio_store.lease(result.audio):  # the clip counts in the bounded folder
                 reply = await self.answer(body)
             text = reply["choices"][0]["message"]["content"] or ""
             info = self.autagent(result, time.perf_counter() - upstream_started, time.perf_counter() - started)
