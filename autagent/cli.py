@@ -362,7 +362,10 @@ def cmd_mcp(args) -> int:
     config = _config(args)
     if not args.config and not any(s.startswith("tools.executor=") for s in args.set or []):
         config.tools.executor = "local"  # like serve: tools in process unless told otherwise
-    options = McpOptions(args.transport, args.allow_dir or [], max_audio_bytes=int(args.max_audio_mb * 2**20))
+    api_key = args.api_key or os.environ.get("AUTAGENT_API_KEY") or None
+    options = McpOptions(
+        args.transport, args.allow_dir or [], max_audio_bytes=int(args.max_audio_mb * 2**20), api_key=api_key
+    )
     serve_mcp(config, args.plugin, options, args.host, args.port, args.plugin_sha256)
     return 0
 
@@ -521,6 +524,9 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--host", default="127.0.0.1")
     mc.add_argument("--port", type=int, default=8000)
     mc.add_argument("--max-audio-mb", type=float, default=25.0, help="largest clip accepted as bytes")
+    mc.add_argument(
+        "--api-key", metavar="KEY", help="over HTTP: the key clients must present (default $AUTAGENT_API_KEY)"
+    )
     mc.set_defaults(func=cmd_mcp)
 
     pl = with_config(sub.add_parser("plan", help="the LM policy's memory per GPU under a config (a table)"))

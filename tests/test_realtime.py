@@ -295,7 +295,8 @@ def test_a_reasoner_failing_mid_response_is_an_error_event_and_a_failed_response
         client.send("response.create")
         events = client.until("response.done")
         errors = [e for e in events if e["type"] == "error"]
-        assert errors and flaky.url in errors[0]["error"]["message"] and "not JSON" in errors[0]["error"]["message"]
+        message = errors[0]["error"]["message"] if errors else ""
+        assert "not JSON" in message and flaky.url.split("/v1")[0] not in message  # no address told
         assert events[-1]["response"]["status"] == "failed"
         client.close()
         assert _good_stream(service.url, pcm[: 2 * RATE])["response"]["output"][0]["content"][0]["text"] == "ok"

@@ -8,7 +8,8 @@ it cannot read (no audio, audio it cannot decode, too big or too long, a ``file:
 remote audio unless allowed, bad JSON or messages, an unknown field or one of the wrong type), 413 for
 a body over the limit, 429 with ``Retry-After`` once ``max_concurrency`` requests run and
 ``max_queue`` wait (decided before the body is read), 502 when the upstream is down or answers junk.
-A tool that fails drops only its record (named in the reply's ``autagent`` field).  Decoding, hashing
+Before any of it, :mod:`.access` checks the Host, a WebSocket's Origin, the API key and a POST's
+content type.  A tool that fails drops only its record (named in the reply's ``autagent`` field).  Decoding, hashing
 and storing the clip, selection, tools and a reasoner in process run in worker threads (as many as
 ``max_concurrency`` allows, no lock shared between requests), so ``/health`` always answers.
 """
@@ -21,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
+from .access import Guard
 from .service import Service, error_body
 
 
@@ -51,6 +53,13 @@ def create_app(service: Service):
     async def close():
         await service.upstream.close()
 
+    app.add_middleware(
+        Guard,
+        api_key=options.api_key,
+        hosts=options.allowed_hosts,
+        origins=options.allowed_origins,
+        refused=lambda code: service.metrics.errors.labels(code).inc(),
+    )
     add_chat(app, service)
     add_select(app, service)
     add_realtime(app, service)

@@ -1,5 +1,6 @@
-"""``GET /health``, ``GET /v1/models`` and Prometheus ``GET /metrics``: what a load balancer, an
-OpenAI client listing models and a scraper ask."""
+"""``GET /health``, ``GET /v1/models`` and Prometheus ``GET /metrics``: what a load balancer (no key
+needed, nothing told but that the service is up and how busy), an OpenAI client listing models and a
+scraper ask."""
 
 from __future__ import annotations
 
@@ -13,13 +14,8 @@ from .service import Service
 def add_health(app, service: Service) -> None:
     @app.get("/health")
     async def health():
-        return {
-            "status": "ok",
-            "plugin": service.plugin.content_hash if service.plugin else None,
-            "upstream": service.upstream.name,
-            "in_flight": service.admitted,
-            "realtime_sessions": service.realtime,
-        }
+        # nothing about the upstream (its address is the operator's business, not a client's)
+        return {"status": "ok", "in_flight": service.admitted, "realtime_sessions": service.realtime}
 
     @app.get("/v1/models")
     async def models():

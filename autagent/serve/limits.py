@@ -24,6 +24,14 @@ class Refused(Exception):
         self.status, self.kind, self.headers = status, kind, headers or {}
 
 
+MAGIC = ((b"RIFF", "wav"), (b"fLaC", "flac"), (b"OggS", "ogg"), (b"ID3", "mp3"), (b"\xff\xfb", "mp3"))
+
+
+def sniff_format(raw: bytes) -> str:
+    """A clip's format from its first bytes (WAV when they say nothing)."""
+    return next((name for magic, name in MAGIC if raw.startswith(magic)), "wav")
+
+
 def body_limit(max_audio_bytes: int) -> int:
     """The largest request body: the clip in base64 (4 bytes per 3) and 1 MiB for the rest."""
     return 4 * -(-max_audio_bytes // 3) + (1 << 20)

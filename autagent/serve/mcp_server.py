@@ -27,10 +27,10 @@ from typing import Annotated, Any
 from pydantic import Field
 
 from ..reasoners.chat import DATA_URL, MIME_FORMATS, BadRequest, decode_base64, store_audio
+from .limits import sniff_format
 
 PATH_LIMIT = 4096
 """An ``audio`` argument longer than this is never a path: base64 bytes."""
-MAGIC = ((b"RIFF", "wav"), (b"fLaC", "flac"), (b"OggS", "ogg"), (b"ID3", "mp3"), (b"\xff\xfb", "mp3"))
 
 AudioArg = Annotated[
     str, Field(description="The clip: a file path, a data:audio/...;base64, URL, or the file's bytes in base64.")
@@ -51,6 +51,8 @@ class McpOptions:
     """Where clips sent as bytes are kept, named by their content."""
     max_audio_bytes: int = 25 << 20
     """Largest clip accepted as bytes."""
+    api_key: str | None = None
+    """Over HTTP: the key clients must present (``Authorization: Bearer KEY``); None asks none."""
 
     def __post_init__(self):
         if self.transport not in ("stdio", "http"):
@@ -111,7 +113,7 @@ class AcousticTools:
         except BadRequest:
             raise BadRequest("audio is neither a file path, a data: URL nor valid base64") from None
         if fmt is None:
-            fmt = next((name for magic, name in MAGIC if raw.startswith(magic)), "wav")
+            fmt = sniff_format(raw)
         fmt = MIME_FORMATS.get(fmt, fmt)
         return str(store_audio(raw, fmt, Path(self.options.audio_dir), limit))
 
@@ -212,8 +214,19 @@ def serve_mcp(config, plugin_dir: str | None, options: McpOptions, host: str, po
     if options.transport == "stdio":
         server.run("stdio")
     else:
-        limit = 2 * options.max_audio_bytes + (1 << 20)  # base64 plus the message: ours is the clear refusal
-        server.run("streamable-http", host=host, port=port, max_request_body_size=limit)
+        import uvicorn
+
+        uvicorn.run(http_app(server, options, host), host=host, port=port, log_level="warning")
+
+
+def http_app(server, options: McpOptions, host: str = "127.0.0.1"):
+    """The server over streamable HTTP behind the service's access checks (:mod:`.access`: the API key;
+    the SDK checks Host and Origin itself on a loopback address)."""
+    from .access import Guard
+
+    limit = 2 * options.max_audio_bytes + (1 << 20)  # base64 plus the message: ours is the clear refusal
+    app = server.streamable_http_app(max_request_body_size=limit, host=host)
+    return Guard(app, options.api_key, hosts=["*"], origins=["*"])
 
 
 def open_tools(config, plugin_dir, options: McpOptions, sha256=None) -> AcousticTools:

@@ -94,7 +94,7 @@ class Service:
 
         from ..reasoners.chat import BadRequest, read_query, store_audio
         from .limits import clip_seconds
-        from .remote import fetch
+        from .remote import fetch, format_of
 
         options = self.options
         folder = Path(options.audio_dir)
@@ -104,8 +104,11 @@ class Service:
         if query.remote:
             if not options.allow_remote_audio:
                 raise BadRequest("remote audio URLs are refused (start the service with --allow-remote-audio)")
-            raw = await fetch(query.remote["url"], options.max_audio_bytes, options.allow_private_audio_hosts)
-            fmt = Path(query.remote["url"]).suffix.lstrip(".") or "wav"
+            url = query.remote["url"]
+            raw = await fetch(
+                url, options.max_audio_bytes, options.allow_private_audio_hosts, timeout_s=options.remote_timeout_s
+            )
+            fmt = format_of(url, raw)
             query.audio = str(await asyncio.to_thread(store_audio, raw, fmt, folder, options.max_audio_bytes))
         try:
             seconds = await asyncio.to_thread(clip_seconds, query.audio, self.max_audio_seconds)

@@ -143,7 +143,7 @@ class AgenticChat:
             outcome = await run_loop(ask, forward, ours, run_calls, self.options.max_tool_rounds)
         except ValueError as err:  # the upstream answered something that is not a chat completion
             metrics.upstream_errors.inc()
-            raise refused(502, f"upstream {self.service.upstream.name}: {err}", "upstream_error") from None
+            raise refused(502, f"the upstream's reply: {err}", "upstream_error") from None
         seconds |= {"upstream": upstream_seconds[0], "calls": sum(c.seconds for c in outcome.calls)}
         seconds["total"] = time.perf_counter() - started
         metrics.stage.labels("upstream").observe(seconds["upstream"])

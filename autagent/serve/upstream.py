@@ -15,8 +15,9 @@ from pathlib import Path
 
 
 class UpstreamError(RuntimeError):
-    """The upstream could not answer (down, timed out, junk): a 502 naming it; ``status`` is the
-    upstream's own 4xx status when it refused the request itself."""
+    """The upstream could not answer (down, timed out, junk): a 502 that names no address; ``status``
+    is the upstream's own 4xx status when it refused the request itself (never 401 or 403: the
+    service's own credentials are not the client's fault, a 502)."""
 
     def __init__(self, message: str, status: int | None = None, body=None):
         super().__init__(message)
@@ -53,13 +54,13 @@ class OpenAIUpstream:
 
         from ..reasoners.openai_compat import failure_name
 
+        if isinstance(err, openai.APIStatusError) and err.status_code in (401, 403, 407):
+            return UpstreamError(f"the upstream refused the service's credentials (HTTP {err.status_code})")
         if isinstance(err, openai.APIStatusError) and 400 <= err.status_code < 500 and err.status_code != 429:
             return UpstreamError(
-                f"upstream {self.base_url} refused the request: HTTP {err.status_code}",
-                err.status_code,
-                getattr(err, "body", None),
+                f"the upstream refused the request: HTTP {err.status_code}", err.status_code, getattr(err, "body", None)
             )
-        return UpstreamError(f"upstream {self.base_url}: {failure_name(err)}")
+        return UpstreamError(f"the upstream failed: {failure_name(err)}")
 
     async def complete(self, body: dict) -> dict:
         import openai
@@ -71,9 +72,9 @@ class OpenAIUpstream:
         except openai.APIError as err:
             raise self._error(err) from None
         except ValueError:
-            raise UpstreamError(f"upstream {self.base_url}: the reply is not JSON") from None
-        if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list):
-            raise UpstreamError(f"upstream {self.base_url}: the reply is not a chat completion")
+            raise UpstreamError("the upstream's reply is not JSON") from None
+        if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list) or not reply["choices"]:
+            raise UpstreamError("the upstream's reply is not a chat completion (no choices)")
         return reply
 
     async def stream(self, body: dict):
