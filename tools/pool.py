@@ -46,6 +46,8 @@ class PoolConfig:
     """Clips are cut to this length before any tool sees them."""
     cache_dir: str = ".cache/tools"
     """The content-addressed record cache shared by every run."""
+    cache_max_mb: float | None = 20480.0
+    """The record cache is kept under this size, least recently used first (None: unbounded)."""
     executor: str = "ray"
     """``ray`` (actors) or ``local`` (in this process, sequential)."""
     timeout_s: float = 300.0
@@ -85,6 +87,8 @@ class PoolConfig:
             for tool_id, count in getattr(self, name).items():
                 if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                     raise ValueError(f"tools.{name}.{tool_id} must be a positive integer, got {count!r}")
+        if self.cache_max_mb is not None and self.cache_max_mb <= 0:
+            raise ValueError(f"tools.cache_max_mb must be > 0 (or null: unbounded), got {self.cache_max_mb}")
         if self.timeout_s <= 0 or self.max_seconds <= 0:
             raise ValueError("tools.timeout_s and tools.max_seconds must be > 0")
         if self.max_restarts < 0 or self.max_task_retries < 0:
@@ -126,7 +130,8 @@ class ToolPool:
     def __init__(self, config: PoolConfig | None = None):
         self.config = config or PoolConfig()
         self.tool_ids = self.config.tool_ids
-        self.cache = ToolCache(self.config.cache_dir)
+        cap = self.config.cache_max_mb
+        self.cache = ToolCache(self.config.cache_dir, None if cap is None else int(cap * 2**20))
         self.runner = ToolRunner(self.config.profile, self.config.settings, self.config.max_seconds)
         self._actors: dict[tuple[str, int], object] = {}
         self.computed = 0

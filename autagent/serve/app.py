@@ -23,7 +23,7 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from .access import Guard
-from .service import Service, error_body
+from .service import Service, error_body, internal_error
 
 
 def create_app(service: Service):
@@ -36,11 +36,9 @@ def create_app(service: Service):
     options = service.options
 
     @app.exception_handler(Exception)
-    async def unexpected(request, err):  # the service stays up and says what happened
+    async def unexpected(request, err):  # the service stays up; the client learns nothing of its insides
         service.metrics.errors.labels("internal_error").inc()
-        return JSONResponse(
-            error_body(f"internal error: {type(err).__name__}: {err}", "internal_error"), status_code=500
-        )
+        return JSONResponse(error_body(internal_error(err), "internal_error"), status_code=500)
 
     @app.on_event("startup")
     async def workers():

@@ -33,7 +33,7 @@ async def _handle(service: Service, agentic, request, started: float):
     from .fields import check_fields
     from .upstream import UpstreamError
 
-    options, metrics, plugin, store = service.options, service.metrics, service.plugin, service.audio_store
+    options, metrics, plugin = service.options, service.metrics, service.plugin
     body = await service.read_body(request)
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise BadRequest("messages must be a non-empty list")
@@ -43,8 +43,7 @@ async def _handle(service: Service, agentic, request, started: float):
     if agentic is not None:  # the upstream may ask for tools itself
         return await agentic(body)
     info, forward = {}, body
-    query = await service.query_of(body) if plugin is not None else None
-    with store.lease(query.audio) if query is not None else nullcontext():
+    async with service.clip(body) if plugin is not None else nullcontext() as query:
         if query is not None:
             augmented = await asyncio.to_thread(plugin.augment_query, body["messages"], query)
             for stage, seconds in augmented.seconds.items():

@@ -40,6 +40,7 @@ import time
 from fastapi import WebSocket
 
 from . import events as ev
+from .service import internal_error
 
 MAX_RATE, MIN_RATE = 48000, 8000
 
@@ -155,7 +156,7 @@ class Conversation:
             try:
                 await self.handle(payload)
             except Exception as err:  # noqa: BLE001 - the session and the service go on
-                await self.fail(f"internal error: {type(err).__name__}: {err}", "server_error", payload, "server_error")
+                await self.fail(internal_error(err), "server_error", payload, "server_error")
 
     async def handle(self, payload) -> None:
         kind = payload.get("type") if isinstance(payload, dict) else None

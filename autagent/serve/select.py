@@ -32,8 +32,7 @@ async def _handle(service: Service, request):
             {"type": "input_audio", "input_audio": {"data": body.get("audio"), "format": body.get("format", "wav")}}
         )
     choices = body.get("choices") or []
-    query = await service.query_of({"messages": [{"role": "user", "content": parts}], "choices": choices})
-    with service.audio_store.lease(query.audio):
+    async with service.clip({"messages": [{"role": "user", "content": parts}], "choices": choices}) as query:
         tools = await asyncio.to_thread(plugin.select, query.audio, query.question, query.choices)
         probabilities = await asyncio.to_thread(plugin.probabilities, query.audio, query.question, query.choices)
         reply = {"tools": tools, "probabilities": probabilities, "plugin": plugin.content_hash}

@@ -6,12 +6,24 @@ and length, leased in the bounded clips folder)."""
 from __future__ import annotations
 
 import asyncio
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
 from fastapi.responses import JSONResponse, StreamingResponse
 
 from .limits import AudioStore, Refused, body_limit, read_json
 from .options import ServeOptions
+
+
+def internal_error(err: BaseException) -> str:
+    """What a client is told of a failure of ours: an id to quote, never the message (paths, URLs);
+    the traceback goes to the service's log under that id."""
+    import logging
+    import uuid
+
+    ref = uuid.uuid4().hex[:12]
+    logging.getLogger("autagent.serve").error("internal error %s", ref, exc_info=(type(err), err, err.__traceback__))
+    return f"internal error (reference {ref} in the service's log)"
 
 
 def error_body(message: str, kind: str, code: str | None = None) -> dict:
@@ -85,38 +97,51 @@ class Service:
     async def read_body(self, request) -> dict:
         return await read_json(request, self.max_body)
 
-    async def query_of(self, body: dict):
+    @asynccontextmanager
+    async def clip(self, body: dict):
         """The request's clip (fetched if remote and allowed, checked for size and length), question
-        and choices; decoding, hashing and writing it run in a worker thread."""
+        and choices, the clip held in the bounded clips folder until the block ends (deleted at once
+        when refused); decoding, hashing and writing it run in a worker thread."""
+        query = await self._query(body)
+        try:
+            yield query
+        finally:
+            await asyncio.to_thread(self.audio_store.release, query.audio)
+
+    async def _query(self, body: dict):
         from pathlib import Path
 
         from tools.audio import AudioError
 
-        from ..reasoners.chat import BadRequest, read_query, store_audio
+        from ..reasoners.chat import BadRequest, read_query
         from .limits import clip_seconds
         from .remote import fetch, format_of
 
-        options = self.options
-        folder = Path(options.audio_dir)
-        query = await asyncio.to_thread(
-            read_query, body.get("messages"), body.get("choices"), folder, options.max_audio_bytes
-        )
-        if query.remote:
-            if not options.allow_remote_audio:
-                raise BadRequest("remote audio URLs are refused (start the service with --allow-remote-audio)")
-            url = query.remote["url"]
-            raw = await fetch(
-                url, options.max_audio_bytes, options.allow_private_audio_hosts, timeout_s=options.remote_timeout_s
-            )
-            fmt = format_of(url, raw)
-            query.audio = str(await asyncio.to_thread(store_audio, raw, fmt, folder, options.max_audio_bytes))
+        options, store = self.options, self.audio_store
+        hold = lambda raw, fmt: store.hold(raw, fmt, options.max_audio_bytes)  # noqa: E731
+        messages, choices = body.get("messages"), body.get("choices")
+        folder, limit = Path(options.audio_dir), options.max_audio_bytes
+        query = await asyncio.to_thread(read_query, messages, choices, folder, limit, hold)
         try:
-            seconds = await asyncio.to_thread(clip_seconds, query.audio, self.max_audio_seconds)
-        except AudioError as err:
-            raise BadRequest(f"the audio cannot be used: {str(err).split(': ', 1)[-1]}") from None
-        if seconds > self.max_audio_seconds:
-            hint = " (the tools hear at most that)" if self.max_audio_seconds == self.tools_max_seconds else ""
-            raise BadRequest(f"the audio is longer than {self.max_audio_seconds:g} s{hint}")
+            if query.remote:
+                if not options.allow_remote_audio:
+                    raise BadRequest("remote audio URLs are refused (start the service with --allow-remote-audio)")
+                url = query.remote["url"]
+                raw = await fetch(
+                    url, options.max_audio_bytes, options.allow_private_audio_hosts, timeout_s=options.remote_timeout_s
+                )
+                query.audio = str(await asyncio.to_thread(hold, raw, format_of(url, raw)))
+            try:
+                seconds = await asyncio.to_thread(clip_seconds, query.audio, self.max_audio_seconds)
+            except AudioError as err:
+                raise BadRequest(f"the audio cannot be used: {str(err).split(': ', 1)[-1]}") from None
+            if seconds > self.max_audio_seconds:
+                hint = " (the tools hear at most that)" if self.max_audio_seconds == self.tools_max_seconds else ""
+                raise BadRequest(f"the audio is longer than {self.max_audio_seconds:g} s{hint}")
+        except BaseException:
+            if query.audio:
+                await asyncio.to_thread(store.release, query.audio, True)  # refused: not kept
+            raise
         query.seconds = seconds
         return query
 

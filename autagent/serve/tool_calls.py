@@ -84,15 +84,13 @@ class AgenticChat:
     async def __call__(self, body: dict):
         """The reply (the clip leased in the bounded clips folder while it is answered)."""
         service = self.service
-        query_of, metrics, lease = service.query_of, service.metrics, service.audio_store.lease
         started = time.perf_counter()
         messages = body["messages"]
         anchor = anchor_of(messages)
         last_user = max(i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user")
         choices = body.get("choices") if anchor == last_user else None
-        query = await query_of({"messages": [messages[anchor]], "choices": choices})
-        with lease(query.audio):
-            return await self._reply(body, query, anchor, started, metrics, Refused)
+        async with service.clip({"messages": [messages[anchor]], "choices": choices}) as query:
+            return await self._reply(body, query, anchor, started, service.metrics, Refused)
 
     async def _reply(self, body: dict, query, anchor: int, started: float, metrics, refused):
         messages = body["messages"]

@@ -10,7 +10,6 @@ import json
 import threading
 import time
 import uuid
-from contextlib import nullcontext
 from pathlib import Path
 
 
@@ -121,16 +120,23 @@ class LocalReasoner:
         from ..data.sample import Sample
         from ..reasoners.chat import BadRequest, read_query
 
-        query = read_query(body.get("messages"), body.get("choices"), self.audio_dir, self.max_audio_bytes)
+        store = self.store
+        hold = (lambda raw, fmt: store.hold(raw, fmt, self.max_audio_bytes)) if store is not None else None
+        query = read_query(body.get("messages"), body.get("choices"), self.audio_dir, self.max_audio_bytes, hold)
         if query.remote:
             raise BadRequest("the reasoner in process takes the clip as input_audio or a data: URL")
-        if len(query.choices) < 2:
-            raise BadRequest("the reasoner answers multiple-choice questions: give at least two choices")
-        sample = Sample(
-            id="request", audio=query.audio, question=query.question, choices=query.choices, answer=query.choices[0]
-        )
-        with self.store.lease(query.audio) if self.store is not None else nullcontext(), self.lock:
-            (reply,) = self.reasoner.ask([(sample, query.records)])
+        refused = len(query.choices) < 2
+        try:
+            if refused:
+                raise BadRequest("the reasoner answers multiple-choice questions: give at least two choices")
+            sample = Sample(
+                id="request", audio=query.audio, question=query.question, choices=query.choices, answer=query.choices[0]
+            )
+            with self.lock:
+                (reply,) = self.reasoner.ask([(sample, query.records)])
+        finally:
+            if store is not None:
+                store.release(query.audio, drop=refused)  # a refused clip is not kept
         if reply.error:
             raise UpstreamError(f"reasoner {self.name}: {reply.error}")
         return reply.text or ""
