@@ -352,7 +352,8 @@ def cmd_serve(args) -> int:
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.run(create_app(service), host=options.host, port=options.port, log_level="warning")
+    app = create_app(service)  # a WebSocket message is refused past the largest realtime event (the SDK's 16 MiB)
+    uvicorn.run(app, host=options.host, port=options.port, log_level="warning", ws_max_size=service.max_event_bytes)
     return 0
 
 

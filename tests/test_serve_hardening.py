@@ -62,7 +62,7 @@ def _service(plugin, tmp, upstream=None, overrides=None, **limits) -> InThread:
 class Upstream(FakeUpstream):
     """A stand-in upstream that keeps every body it was sent: ``echo`` answers "ok"; ``drip`` streams one chunk,
     then the rest once ``release`` is set; ``broken`` sends one chunk of a longer declared body and hangs up; ``junk``
-    answers HTML; ``flaky`` answers HTML the first time, then as ``echo``."""
+    answers HTML; ``flaky`` answers HTML the first time, then as ``echo``; ``empty`` a completion with no choices."""
 
     def __init__(self, mode: str):
         seen = self.seen = []
@@ -80,10 +80,11 @@ class Upstream(FakeUpstream):
                     self.end_headers()
                     self.wfile.write(b"<html>502")
                     return
-                if mode in ("echo", "flaky"):
-                    body = json.dumps(
-                        {"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]}
-                    ).encode()
+                if mode in ("echo", "flaky", "empty"):
+                    choices = (
+                        [] if mode == "empty" else [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]
+                    )
+                    body = json.dumps({"choices": choices}).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))

@@ -83,11 +83,27 @@ class Service:
         if self.audio_store is None:
             self.audio_store = AudioStore(self.options.audio_dir, self.options.audio_cache_bytes)
         self.slots = asyncio.Semaphore(self.options.max_concurrency)
+        self._stream_pool = None
         self.max_body = body_limit(self.options.max_audio_bytes)
 
     @property
     def max_audio_seconds(self) -> float:
         return self.options.max_audio_seconds or self.tools_max_seconds
+
+    @property
+    def max_event_bytes(self) -> int:
+        """The largest realtime event: the whole clip's audio (at 48 kHz, 16-bit) in base64, and 64 KiB."""
+        return 4 * -(-int(self.max_audio_seconds * 48000 * 2) // 3) + (1 << 16)
+
+    def stream_pool(self):
+        """The bounded pool that runs the realtime sessions' tool work (two turns per session at most
+        at once: one buffering, one answered; a closed one's stops between tools)."""
+        if self._stream_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            workers = 2 * self.options.max_realtime_sessions
+            self._stream_pool = ThreadPoolExecutor(workers, thread_name_prefix="autagent-stream")
+        return self._stream_pool
 
     def refuse(self, err: Refused, endpoint: str) -> JSONResponse:
         self.metrics.requests.labels(endpoint, str(err.status)).inc()
