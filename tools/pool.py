@@ -51,7 +51,8 @@ class PoolConfig:
     executor: str = "ray"
     """``ray`` (actors) or ``local`` (in this process, sequential)."""
     timeout_s: float = 300.0
-    """A call fails (error record, actor restarted) when no call finishes for this long."""
+    """A call fails (error record, actor restarted) when no call finishes for this long; in process
+    (``executor: local``) a call fails when it has not returned within it (its model reloaded)."""
     actor_cpus: float = 0.25
     """CPUs Ray reserves per actor."""
     gpu_fraction: dict = field(default_factory=dict)
@@ -309,7 +310,7 @@ class ToolPool:
 
     def _compute_local(self, pending: dict, paths: list[str]):
         for tool_id, chunk, batch_paths in self._batches(pending, paths):
-            for (i, key), record in zip(chunk, self.runner.run_batch(tool_id, batch_paths)):
+            for (i, key), record in zip(chunk, self.runner.run_batch(tool_id, batch_paths, self.config.timeout_s)):
                 yield i, tool_id, key, record
 
     def _compute_ray(self, pending: dict, paths: list[str]):

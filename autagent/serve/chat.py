@@ -25,21 +25,20 @@ def add_chat(app, service: Service) -> None:
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
         started = time.perf_counter()
-        return await service.admit(lambda: _handle(service, agentic, request, started), "chat")
+        return await service.admit(request, lambda body: _handle(service, agentic, body, started), "chat")
 
 
-async def _handle(service: Service, agentic, request, started: float):
+async def _handle(service: Service, agentic, body: dict, started: float):
     from ..reasoners.chat import BadRequest
     from .fields import check_fields
     from .upstream import UpstreamError
 
     options, metrics, plugin = service.options, service.metrics, service.plugin
-    body = await service.read_body(request)
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise BadRequest("messages must be a non-empty list")
     check_fields(body, model_required=getattr(service.upstream, "needs_model", False))
-    if options.request_log:
-        log_request(options.request_log, body)
+    if options.request_log:  # written off the event loop
+        await asyncio.to_thread(log_request, options.request_log, body)
     if agentic is not None:  # the upstream may ask for tools itself
         return await agentic(body)
     info, forward = {}, body

@@ -16,14 +16,15 @@ from .service import Service
 def add_select(app, service: Service) -> None:
     @app.post("/v1/select")
     async def select(request: Request):
-        return await service.admit(lambda: _handle(service, request), "select")
+        if service.plugin is None:
+            return service.refuse(
+                Refused(404, "no plugin: start the service with --plugin", "invalid_request_error"), "select"
+            )
+        return await service.admit(request, lambda body: _handle(service, body), "select")
 
 
-async def _handle(service: Service, request):
+async def _handle(service: Service, body: dict):
     plugin = service.plugin
-    if plugin is None:
-        raise Refused(404, "no plugin: start the service with --plugin", "invalid_request_error")
-    body = await service.read_body(request)
     parts = [{"type": "text", "text": str(body.get("question", ""))}]
     if "audio_url" in body:
         parts.append({"type": "audio_url", "audio_url": {"url": body["audio_url"]}})

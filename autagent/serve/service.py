@@ -111,7 +111,12 @@ class Service:
         return JSONResponse(error_body(str(err), err.kind), status_code=err.status, headers=err.headers)
 
     async def read_body(self, request) -> dict:
-        return await read_json(request, self.max_body)
+        """The request's JSON object, whole within ``--body-timeout-s`` (a 408 otherwise)."""
+        limit = self.options.body_timeout_s
+        try:
+            return await asyncio.wait_for(read_json(request, self.max_body), limit)
+        except asyncio.TimeoutError:
+            raise Refused(408, f"the request body did not arrive within {limit:g} s", "timeout_error") from None
 
     @asynccontextmanager
     async def clip(self, body: dict):
@@ -161,9 +166,10 @@ class Service:
         query.seconds = seconds
         return query
 
-    async def admit(self, handler, endpoint: str):
-        """``handler()`` once admitted (a 429 before anything is read when the service is full) and
-        holding a slot; a streamed reply (:class:`HeldStream`) keeps the slot until its last line."""
+    async def admit(self, request, handler, endpoint: str):
+        """``handler(body)`` once admitted (a 429 before anything is read when the service is full), the
+        body read (within its deadline, in the queue: a slowly dripped body holds no slot) and a slot
+        held; a streamed reply (:class:`HeldStream`) keeps the slot until its last line."""
         from ..reasoners.chat import BadRequest
 
         options = self.options
@@ -183,6 +189,14 @@ class Service:
                 self.metrics.in_flight.dec()
 
         try:
+            body = await self.read_body(request)
+        except BaseException as err:
+            self.admitted -= 1
+            self.metrics.in_flight.dec()
+            if isinstance(err, Refused):
+                return self.refuse(err, endpoint)
+            raise
+        try:
             await self.slots.acquire()
         except BaseException:
             self.admitted -= 1
@@ -190,7 +204,7 @@ class Service:
             raise
         response = None
         try:
-            response = await handler()
+            response = await handler(body)
             return response
         except Refused as err:
             return self.refuse(err, endpoint)

@@ -89,8 +89,13 @@ class AgenticChat:
         anchor = anchor_of(messages)
         last_user = max(i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user")
         choices = body.get("choices") if anchor == last_user else None
+        deadline = self.options.request_timeout_s
         async with service.clip({"messages": [messages[anchor]], "choices": choices}) as query:
-            return await self._reply(body, query, anchor, started, service.metrics, Refused)
+            try:  # the rounds, the calls and the upstream's answers, within the request's deadline
+                reply = self._reply(body, query, anchor, started, service.metrics, Refused)
+                return await asyncio.wait_for(reply, deadline)
+            except asyncio.TimeoutError:
+                raise Refused(504, f"the request took longer than {deadline:g} s", "timeout_error") from None
 
     async def _reply(self, body: dict, query, anchor: int, started: float, metrics, refused):
         messages = body["messages"]
@@ -138,7 +143,8 @@ class AgenticChat:
         forward = {k: v for k, v in body.items() if k != "stream"} | {"messages": shown}
         ours = [t for t in self.tool_ids if t not in selected]
         try:
-            outcome = await run_loop(ask, forward, ours, run_calls, self.options.max_tool_rounds)
+            options = self.options
+            outcome = await run_loop(ask, forward, ours, run_calls, options.max_tool_rounds, options.max_tool_calls)
         except ValueError as err:  # the upstream answered something that is not a chat completion
             metrics.upstream_errors.inc()
             raise refused(502, f"the upstream's reply: {err}", "upstream_error") from None
