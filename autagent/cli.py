@@ -31,7 +31,7 @@ def _quiet_environment() -> None:
     warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
     logging.basicConfig(level=logging.INFO, format="autagent: %(message)s", stream=sys.stderr)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar for every model load
-    for noisy in ("httpx", "ray", "urllib3", "filelock", "numba", "matplotlib"):
+    for noisy in ("httpx", "httpx2", "ray", "urllib3", "filelock", "numba", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 

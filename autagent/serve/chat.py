@@ -14,6 +14,7 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from .limits import Refused
+from .protocol import CHAT_REQUEST, openapi_body
 from .service import HeldStream, Service, error_body
 
 
@@ -22,7 +23,7 @@ def add_chat(app, service: Service) -> None:
 
     agentic = AgenticChat(service) if service.options.agentic else None
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", openapi_extra=openapi_body(CHAT_REQUEST, 502, 504))
     async def chat_completions(request: Request):
         started = time.perf_counter()
         return await service.admit(request, lambda body: _handle(service, agentic, body, started), "chat")

@@ -335,8 +335,12 @@ class Conversation:
 
     # -- the answer ---------------------------------------------------------------------------------
     async def respond(self, turn: Turn, user_text: str | None) -> None:
+        from starlette.websockets import WebSocketDisconnect
+
         try:
             await self._respond(turn, user_text)
+        except (WebSocketDisconnect, RuntimeError):  # the client left mid-response: nobody to tell
+            pass
         finally:
             turn.close()
             self.responding = None

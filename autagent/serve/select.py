@@ -10,11 +10,12 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from .limits import Refused
+from .protocol import SELECT_REQUEST, openapi_body
 from .service import Service
 
 
 def add_select(app, service: Service) -> None:
-    @app.post("/v1/select")
+    @app.post("/v1/select", openapi_extra=openapi_body(SELECT_REQUEST, 404))
     async def select(request: Request):
         if service.plugin is None:
             return service.refuse(

@@ -51,10 +51,33 @@ class Metrics:
         self.tool_errors = Counter("autagent_tool_errors", "Tool records that failed", ["tool"], registry=self.registry)
         self.upstream_errors = Counter("autagent_upstream_errors", "Upstream calls that failed", registry=self.registry)
         self.in_flight = Gauge("autagent_in_flight", "Requests being handled or waiting", registry=self.registry)
+        self.threads = Gauge(
+            "autagent_threads",
+            "Threads by pool: work and stream are bounded pools, other is the rest",
+            ["pool"],
+            registry=self.registry,
+        )
 
     def text(self) -> bytes:
+        import threading
+
         from prometheus_client import generate_latest
 
+        pools = {"work": 0, "stream": 0, "other": 0}
+        for thread in threading.enumerate():
+            name = thread.name
+            if name == "tqdm_monitor":  # tqdm's own singleton, started and stopped with its bars
+                continue
+            pool = (
+                "work"
+                if name.startswith("autagent-work")
+                else "stream"
+                if name.startswith("autagent-stream_")
+                else "other"
+            )
+            pools[pool] += 1
+        for pool, count in pools.items():
+            self.threads.labels(pool).set(count)
         return generate_latest(self.registry)
 
 
