@@ -142,45 +142,28 @@ def _event_strategy(max_event_bytes: int):
         st.sampled_from([*CLIENT_EVENTS, "response.cancel", "session.frobnicate"]),
         st.dictionaries(st.sampled_from(["session", "item", "audio", "event_id", "response"]), json_values, max_size=3),
     )
+    event = lambda kind, **fields: json.dumps({"type": kind, **fields})  # noqa: E731
+    question = [{"type": "input_text", "text": "Tempo?\n(A) slow\n(B) fast"}]
+    ask = event("conversation.item.create", item={"type": "message", "role": "user", "content": question})
+    append, commit, respond = (
+        event("input_audio_buffer.append", audio=pcm),
+        event("input_audio_buffer.commit"),
+        event("response.create"),
+    )
     useful = st.sampled_from(
         [
-            json.dumps({"type": "session.update", "session": session}),
-            json.dumps({"type": "input_audio_buffer.append", "audio": pcm}),
-            json.dumps({"type": "input_audio_buffer.append", "audio": pcm[:-3]}),  # odd and broken base64
-            json.dumps({"type": "input_audio_buffer.commit"}),
-            json.dumps({"type": "response.create"}),
-            json.dumps({"type": "input_audio_buffer.clear"}),
-            json.dumps(
-                {
-                    "type": "conversation.item.create",
-                    "item": {
-                        "type": "message",
-                        "role": "user",
-                        "content": [{"type": "input_text", "text": "Tempo?\n(A) slow\n(B) fast"}],
-                    },
-                }
-            ),  # fmt: skip
+            event("session.update", session=session),
+            append,
+            event("input_audio_buffer.append", audio=pcm[:-3]),  # odd and broken base64
+            commit,
+            respond,
+            event("input_audio_buffer.clear"),
+            ask,
         ]
     )
     raw = st.text(max_size=40) | json_values.map(json.dumps)
-    oversized = st.just(json.dumps({"type": "input_audio_buffer.append", "audio": "A" * (max_event_bytes + 8)}))
-    turn = st.just(  # a whole turn: the question, audio, the commit and the response asked for
-        [
-            json.dumps(
-                {
-                    "type": "conversation.item.create",
-                    "item": {
-                        "type": "message",
-                        "role": "user",
-                        "content": [{"type": "input_text", "text": "Tempo?\n(A) slow\n(B) fast"}],
-                    },
-                }
-            ),  # fmt: skip
-            *[json.dumps({"type": "input_audio_buffer.append", "audio": pcm})] * 6,
-            json.dumps({"type": "input_audio_buffer.commit"}),
-            json.dumps({"type": "response.create"}),
-        ]
-    )
+    oversized = st.just(event("input_audio_buffer.append", audio="A" * (max_event_bytes + 8)))
+    turn = st.just([ask, *[append] * 6, commit, respond])  # a whole turn: question, audio, commit, response
     return st.one_of(useful, useful, known, raw, oversized).map(lambda frame: [frame]) | turn
 
 
