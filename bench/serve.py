@@ -111,22 +111,34 @@ def load(url: str, bodies: list, clients: int) -> dict:
     }
 
 
-def measure(front_url: str, upstream_url: str, bodies: list, plugin) -> dict:
-    """Throughput and latency at 1, 8 and 32 clients, and the overhead per request, of one service."""
+def measure(fronts: dict, upstream_url: str, bodies: list, plugin, rounds: int = 2) -> dict:
+    """Throughput and latency at 1, 8 and 32 clients, and the overhead per request, of each service in
+    ``fronts`` (name -> URL), interleaved (A, B, A, B... at each level; each request's overhead against
+    the same direct request) so that what else the machine runs weighs on them alike."""
     import httpx
 
-    load(front_url, bodies, 4)  # warm: tools computed and cached, answers cached, models loaded
-    rows = {clients: load(front_url, bodies, clients) for clients in (1, 8, 32)}
-    differences = []
+    for url in fronts.values():
+        load(url, bodies, 4)  # warm: tools computed and cached, answers cached, models loaded
+    results = {name: {"rows": {}, "overhead": []} for name in fronts}
+    for clients in (1, 8, 32):
+        runs = {name: [] for name in fronts}
+        for _ in range(rounds):
+            for name, url in fronts.items():
+                runs[name].append(load(url, bodies, clients))
+        for name, measured in runs.items():
+            merged = {k: sum((m[k] for m in measured), []) for k in ("total", "select", "tools", "upstream")}
+            rps = statistics.mean(m["rps"] for m in measured)
+            results[name]["rows"][clients] = merged | {"rps": rps, "refused": sum(m["refused"] for m in measured)}
     for body in bodies:
         direct_body = {**body, "messages": plugin.augment(body["messages"])}
         started = time.perf_counter()
         httpx.post(upstream_url + "/v1/chat/completions", json=direct_body, timeout=600)
         direct = time.perf_counter() - started
-        started = time.perf_counter()
-        httpx.post(front_url + "/v1/chat/completions", json=body, timeout=600)
-        differences.append(time.perf_counter() - started - direct)
-    return {"rows": rows, "overhead": differences}
+        for name, url in fronts.items():
+            started = time.perf_counter()
+            httpx.post(url + "/v1/chat/completions", json=body, timeout=600)
+            results[name]["overhead"].append(time.perf_counter() - started - direct)
+    return results
 
 
 def report(name: str, result: dict) -> None:
@@ -171,22 +183,29 @@ def main() -> None:
     fronts = {"this tree": ROOT} | ({f"baseline {args.baseline}": Path(args.baseline)} if args.baseline else {})
     plugin = Plugin.load(args.plugin, audio_dir=cache / "audio")
     bodies = [{"model": "embedded", "messages": message(s)} for s in samples]
-    results = {}
+    started = []
     try:
         print(f"plugin service under load ({len(bodies)} requests, embedded reasoner upstream, tools cached):")
+        urls = {}
         for name, root in fronts.items():
-            front, front_url = start(
-                "--plugin", args.plugin, "--upstream", upstream_url + "/v1", cache=cache / name.split()[0], root=root
+            started.append(
+                start(
+                    "--plugin",
+                    args.plugin,
+                    "--upstream",
+                    upstream_url + "/v1",
+                    cache=cache / name.split()[0],
+                    root=root,
+                )
             )
-            try:
-                results[name] = measure(front_url, upstream_url, bodies, plugin)
-            finally:
-                front.terminate()
-                front.wait(timeout=30)
-            report(name, results[name])
+            urls[name] = started[-1][1]
+        results = measure(urls, upstream_url, bodies, plugin)
+        for name, result in results.items():
+            report(name, result)
     finally:
-        upstream.terminate()
-        upstream.wait(timeout=30)
+        for process, _ in [*started, (upstream, upstream_url)]:
+            process.terminate()
+            process.wait(timeout=30)
     if len(results) == 2:
         ours, base = results.values()
         ratios = [f"{c} clients {ours['rows'][c]['rps'] / base['rows'][c]['rps']:.2f}" for c in ours["rows"]]
