@@ -7,9 +7,10 @@ so concurrent workers and killed runs never leave a half-written record.
 
 With ``max_bytes`` the cache is kept under that size, least recently used first: a hit touches its
 file (its time is the last access, whatever the file system's atime setting), and once this process
-has written a sixteenth of the bound since it last looked, it sums the folder and deletes the oldest
-records down to 90 % of it.  Two processes may fill one cache: the sweep holds a lock file (one sweep
-at a time, the other skips), a record deleted under a reader is a miss, recomputed.
+has written a sixteenth of the bound since it last looked, it sums the folder and, when it is over,
+deletes the oldest records down to 90 % of it.  Two processes may fill one cache: the deletions hold
+a lock file (one sweep at a time, the other skips), a record deleted under a reader is a miss,
+recomputed.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ class ToolCache:
         self.hits = 0
         self.misses = 0
         self.evicted = 0
-        self._written = None  # bytes written since the last sweep (None: none yet, sweep at the first write)
+        self._written = 0  # bytes this process wrote since its last sweep
 
     def path(self, audio_hash: str, tool: str, backend: str, version: str) -> Path:
         key = hashlib.sha256(f"{audio_hash}|{tool}|{backend}|{version}".encode()).hexdigest()
@@ -74,16 +75,25 @@ class ToolCache:
                 raise OSError(err.errno, f"cannot write the tool cache ({err.strerror})", str(path)) from err
             raise
         if self.max_bytes is not None:
-            if self._written is None or self._written + size > self.max_bytes // 16:
+            self._written += size
+            if self._written > self.max_bytes // 16:
                 self.sweep()
-            else:
-                self._written += size
 
     def sweep(self) -> None:
         """Down to 90 % of ``max_bytes``, oldest access first, when the folder is over it."""
         import fcntl
 
         self._written = 0
+        entries, total = [], 0
+        for path in self.root.glob("*/*/*.json"):
+            try:
+                info = path.stat()
+            except OSError:  # deleted by another process meanwhile
+                continue
+            entries.append((info.st_mtime, info.st_size, path))
+            total += info.st_size
+        if total <= self.max_bytes:
+            return
         try:
             lock = open(self.root / ".sweep.lock", "a")
         except OSError:
@@ -92,16 +102,6 @@ class ToolCache:
             try:
                 fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except OSError:  # another process is sweeping
-                return
-            entries, total = [], 0
-            for path in self.root.glob("*/*/*.json"):
-                try:
-                    info = path.stat()
-                except OSError:
-                    continue
-                entries.append((info.st_mtime, info.st_size, path))
-                total += info.st_size
-            if total <= self.max_bytes:
                 return
             for _, size, path in sorted(entries, key=lambda e: e[0]):
                 if total <= 0.9 * self.max_bytes:
