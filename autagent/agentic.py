@@ -94,6 +94,8 @@ class Outcome:
     """Our tools asked for beside the client's: not run (the client's calls end the loop)."""
     stopped: list[str] = field(default_factory=list)
     """Our tools asked for after the last round: not run."""
+    unknown: list[str] = field(default_factory=list)
+    """Tools asked for that nobody offered: dropped from the reply."""
 
     def info(self) -> dict:
         """The part of the reply's ``autagent`` block that says what the loop did."""
@@ -102,6 +104,7 @@ class Outcome:
             block
             | ({"deferred": self.deferred} if self.deferred else {})
             | ({"stopped": self.stopped} if self.stopped else {})
+            | ({"unknown": self.unknown} if self.unknown else {})
         )
 
 
@@ -147,10 +150,17 @@ def _request(call) -> tuple[Window | None, str | None]:
 
 
 async def run_loop(
-    ask: Callable[[dict], Awaitable[dict]], body: dict, ours: list[str], run_calls: RunCalls, max_rounds: int
+    ask: Callable[[dict], Awaitable[dict]],
+    body: dict,
+    ours: list[str],
+    run_calls: RunCalls,
+    max_rounds: int,
+    max_calls: int | None = None,
 ) -> Outcome:
     """Ask ``ask`` (an upstream's chat completion) with ``body`` and our tools ``ours`` offered beside the
-    client's; run the calls to ours with ``run_calls`` and ask again, up to ``max_rounds`` rounds."""
+    client's; run the calls to ours with ``run_calls`` and ask again, up to ``max_rounds`` rounds, at
+    most ``max_calls`` calls of ours a round (the rest are answered as refused).  A call to a tool
+    nobody offered is dropped (named in ``unknown``), never passed on to the client as its own."""
     client_tools = list(body.get("tools") or [])
     theirs = {_name(t) for t in client_tools}
     ours = [t for t in ours if t not in theirs]
@@ -166,7 +176,12 @@ async def run_loop(
                 request["tool_choice"] = body["tool_choice"] if round_ == 1 else "auto"
         reply = await ask(request)
         outcome.rounds += 1
-        requested = message_of(reply).get("tool_calls") or []
+        asked = message_of(reply).get("tool_calls") or []
+        asked = asked if isinstance(asked, list) else []
+        requested = [c for c in asked if _name(c) in mine_set or _name(c) in theirs]
+        outcome.unknown += [str(_name(c))[:100] for c in asked if c not in requested]
+        if len(requested) < len(asked):
+            reply = _with_calls(reply, requested)
         mine = [c for c in requested if _name(c) in mine_set]
         if not requested or len(mine) < len(requested) or round_ > max_rounds:
             outcome.deferred = [_name(c) for c in mine] if len(mine) < len(requested) else []
@@ -178,7 +193,8 @@ async def run_loop(
                 call["id"] = f"call_{uuid.uuid4().hex[:16]}"
         message = message_of(reply)
         messages.append({"role": "assistant", "content": message.get("content"), "tool_calls": mine})
-        parsed = [_request(c) for c in mine]
+        cap = f"over the cap of {max_calls} tool calls a round: not run"
+        parsed = [_request(c) if max_calls is None or k < max_calls else (None, cap) for k, c in enumerate(mine)]
         runnable = [(_name(c), window) for c, (window, problem) in zip(mine, parsed) if problem is None]
         done = iter(await run_calls(runnable) if runnable else [])
         for call, (_, problem) in zip(mine, parsed):

@@ -112,14 +112,18 @@ class Plugin:
         return Augmented(augmented, tools, failed, seconds)
 
     # -- a clip that is still arriving (autagent.stream) ----------------------------------------------
-    def stream(self, sample_rate: int = 24000, max_seconds: float | None = None, listeners=()):
+    def stream(
+        self, sample_rate: int = 24000, max_seconds: float | None = None, listeners=(), store=None, executor=None
+    ):
         """A :class:`autagent.stream.StreamSession`: feed 16-bit PCM chunks, ask the question whenever
         it comes, commit, and get the records when ready (what ``/v1/realtime`` runs on); at most
         ``max_seconds`` of audio (default: what the tools hear, ``tools.max_seconds``); ``listeners``
-        hear the clip as it arrives too (a reasoner's ear)."""
+        hear the clip as it arrives too (a reasoner's ear); ``store`` holds the committed clip (a
+        service's bounded folder), ``executor`` runs the session's work (a service's bounded pool)."""
         from .stream import StreamSession
 
-        return StreamSession(self, sample_rate, max_seconds or self.pool.config.max_seconds, listeners=listeners)
+        seconds = max_seconds or self.pool.config.max_seconds
+        return StreamSession(self, sample_rate, seconds, listeners=listeners, store=store, executor=executor)
 
     def warm(self) -> None:
         """Load every tool's model and run it once on a synthetic clip (librosa's kernels compiled, the

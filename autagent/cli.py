@@ -31,7 +31,7 @@ def _quiet_environment() -> None:
     warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
     logging.basicConfig(level=logging.INFO, format="autagent: %(message)s", stream=sys.stderr)
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar for every model load
-    for noisy in ("httpx", "ray", "urllib3", "filelock", "numba", "matplotlib"):
+    for noisy in ("httpx", "httpx2", "ray", "urllib3", "filelock", "numba", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
@@ -368,41 +368,22 @@ def cmd_serve(args) -> int:
     import uvicorn
 
     from .serve import build, create_app
+    from .serve.options import from_args
 
     config = _config(args)
     if not args.config and not any(s.startswith("tools.executor=") for s in args.set or []):
         config.tools.executor = "local"  # a service runs its tools in process unless told otherwise
-    options = build(
-        config,
-        args.reasoner,
-        args.upstream,
-        args.plugin,
-        args.plugin_sha256,
-        model=args.model,
-        api_key_env=args.api_key_env,
-        timeout_s=args.upstream_timeout,
-        max_retries=args.upstream_retries,
-        max_concurrency=args.max_concurrency,
-        max_queue=args.max_queue,
-        max_audio_bytes=int(args.max_audio_mb * 2**20),
-        max_audio_seconds=args.max_audio_seconds,
-        allow_remote_audio=args.allow_remote_audio,
-        allow_private_audio_hosts=args.allow_private_audio_hosts,
-        max_realtime_sessions=args.max_realtime_sessions,
-        audio_dir=args.audio_dir,
-        warm=args.warm_up,
-        audio_cache_bytes=int(args.audio_cache_mb * 2**20),
-        request_log=args.request_log,
-        agentic=args.agentic,
-        max_tool_rounds=args.max_tool_rounds,
-    )
+    service = build(config, from_args(args))
+    options = service.options
     print(
-        f"autagent serve: http://{args.host}:{args.port}/v1 ({options.upstream.name}"
-        f"{', plugin ' + options.plugin.content_hash[:12] if options.plugin else ''})",
+        f"autagent serve: http://{options.host}:{options.port}/v1 ({service.upstream.name}"
+        f"{', plugin ' + service.plugin.content_hash[:12] if service.plugin else ''}"
+        f"{', clients must present the API key' if options.api_key else ''})",
         file=sys.stderr,
         flush=True,
     )
-    uvicorn.run(create_app(options), host=args.host, port=args.port, log_level="warning")
+    app = create_app(service)  # a WebSocket message is refused past the largest realtime event (the SDK's 16 MiB)
+    uvicorn.run(app, host=options.host, port=options.port, log_level="warning", ws_max_size=service.max_event_bytes)
     return 0
 
 
@@ -412,7 +393,10 @@ def cmd_mcp(args) -> int:
     config = _config(args)
     if not args.config and not any(s.startswith("tools.executor=") for s in args.set or []):
         config.tools.executor = "local"  # like serve: tools in process unless told otherwise
-    options = McpOptions(args.transport, args.allow_dir or [], max_audio_bytes=int(args.max_audio_mb * 2**20))
+    api_key = args.api_key or os.environ.get("AUTAGENT_API_KEY") or None
+    options = McpOptions(
+        args.transport, args.allow_dir or [], max_audio_bytes=int(args.max_audio_mb * 2**20), api_key=api_key
+    )
     serve_mcp(config, args.plugin, options, args.host, args.port, args.plugin_sha256)
     return 0
 
@@ -451,8 +435,20 @@ def cmd_report(args) -> int:
     return 1 if args.check and differ else 0
 
 
+class Parser(argparse.ArgumentParser):
+    """A parser, and every subcommand's (argparse makes them of the parent's class), that takes no
+    abbreviation: a mistyped or shortened flag is an error, never another flag (``serve --api-key X``
+    once set ``--api-key-env``)."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("allow_abbrev", False)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="autagent", description=__doc__.splitlines()[0])
+    from .serve.options import add_flags
+
+    parser = Parser(prog="autagent", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_config(p):
@@ -563,50 +559,18 @@ def build_parser() -> argparse.ArgumentParser:
     cs.add_argument("--out", help="write the result as JSON here")
     cs.set_defaults(func=cmd_check_selection)
 
-    sv = with_pin(
-        with_config(
-            sub.add_parser(
-                "serve",
-                help="an OpenAI-compatible service, a plugin in front",
-                description="POST /v1/chat/completions and /v1/select, GET /health and /metrics, and the WebSocket "
-                "/v1/realtime (OpenAI Realtime API events, text out: session.update, conversation.item.create, "
-                "input_audio_buffer.append/commit/clear, response.create -> session.created/updated, "
-                "input_audio_buffer.committed, response.created, response.output_text.delta/done, response.done, "
-                "error): the tools start on the audio while it is streamed (docs/design.md).",
-            )
+    sv = with_config(
+        sub.add_parser(
+            "serve",
+            help="an OpenAI-compatible service, a plugin in front",
+            description="POST /v1/chat/completions and /v1/select, GET /health, /v1/models and /metrics, and the "
+            "WebSocket /v1/realtime (OpenAI Realtime API events, text out: session.update, conversation.item.create, "
+            "input_audio_buffer.append/commit/clear, response.create -> session.created/updated, "
+            "input_audio_buffer.committed, response.created, response.output_text.delta/done, response.done, "
+            "error): the tools start on the audio while it is streamed (docs/design.md).",
         )
     )
-    sv.add_argument("--host", default="127.0.0.1")
-    sv.add_argument("--port", type=int, default=8000)
-    sv.add_argument(
-        "--reasoner",
-        choices=["embedded", "qwen2-audio", "cascade", "scripted"],
-        help="answer with this reasoner in process (scripted: the embedded one behind a scripted tool caller)",
-    )
-    sv.add_argument("--upstream", metavar="URL", help="forward to this OpenAI-compatible server (…/v1)")
-    sv.add_argument("--model", help="the model name sent upstream (default: the client's)")
-    sv.add_argument("--api-key-env", default="OPENAI_API_KEY", help="the upstream's key is read from this variable")
-    sv.add_argument("--plugin", help="a trained plugin applied to every request")
-    sv.add_argument("--allow-remote-audio", action="store_true", help="fetch http(s) audio URLs")
-    sv.add_argument("--max-concurrency", type=int, default=8, help="requests handled at once")
-    sv.add_argument("--max-queue", type=int, default=32, help="requests waiting; more get a 429")
-    sv.add_argument("--max-audio-mb", type=float, default=25.0)
-    sv.add_argument(
-        "--max-audio-seconds",
-        type=float,
-        help="longest clip accepted, and the cap of a /v1/realtime session's audio buffer (default: "
-        "tools.max_seconds, 30 s, what the tools hear; above it a reply says how much they heard)",
-    )
-    sv.add_argument("--max-realtime-sessions", type=int, default=8, help="/v1/realtime sessions at once")
-    sv.add_argument("--audio-dir", default=".cache/serve-audio", help="the clips folder (one service per folder)")
-    sv.add_argument("--warm-up", action="store_true", help="load and run every tool once before serving")
-    sv.add_argument("--allow-private-audio-hosts", action="store_true", help="remote audio from private/loopback hosts")
-    sv.add_argument("--audio-cache-mb", type=float, default=2048.0, help="clips folder size (LRU)")
-    sv.add_argument("--upstream-timeout", type=float, default=120.0, help="seconds per upstream request")
-    sv.add_argument("--upstream-retries", type=int, default=2, help="retries of a failed upstream request")
-    sv.add_argument("--request-log", metavar="FILE", help="append each chat request's text (no audio) as a JSON line")
-    sv.add_argument("--agentic", action="store_true", help="offer the tools not selected as function tools")
-    sv.add_argument("--max-tool-rounds", type=int, default=3, help="with --agentic: rounds of tool calls at most")
+    add_flags(sv)
     sv.set_defaults(func=cmd_serve)
 
     mc = with_pin(with_config(sub.add_parser("mcp", help="the acoustic tools as an MCP server (stdio or HTTP)")))
@@ -618,6 +582,9 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--host", default="127.0.0.1")
     mc.add_argument("--port", type=int, default=8000)
     mc.add_argument("--max-audio-mb", type=float, default=25.0, help="largest clip accepted as bytes")
+    mc.add_argument(
+        "--api-key", metavar="KEY", help="over HTTP: the key clients must present (default $AUTAGENT_API_KEY)"
+    )
     mc.set_defaults(func=cmd_mcp)
 
     pl = with_config(sub.add_parser("plan", help="the LM policy's memory per GPU under a config (a table)"))

@@ -14,8 +14,11 @@ has come), the plugin selects and the selected tools start on the audio received
 (:mod:`tools.stream`); once the clip is complete and the question known, the plugin selects again
 on the whole clip (the very selection the clip posted whole gets) and only the tools' tails are left
 to compute.  With no question by the time the result is asked for, the clip's own transcript is the
-question.  One worker thread per session does the work; :meth:`StreamSession.close` stops it and
-drops the audio.
+question.  One worker per session does the work (a thread of its own, or of the executor given:
+a service bounds them); :meth:`StreamSession.close` stops it between one tool and the next and drops
+the audio, :meth:`StreamSession.join` waits for it to stop.  With a ``store`` (a service's bounded
+clips folder) the committed clip is written and held there in one step; the result's consumer
+releases it (the session does, when closed before the result is taken).
 """
 
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import base64
 import threading
 import time
-from concurrent.futures import Future
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -33,7 +36,11 @@ from tools.stream import ClipStream, ClipTooLong, PatchScores, wav_bytes
 
 from .reasoners.chat import store_audio, with_records
 
-__all__ = ["ClipTooLong", "StreamResult", "StreamSession"]
+__all__ = ["ClipTooLong", "SessionClosed", "StreamResult", "StreamSession"]
+
+
+class SessionClosed(RuntimeError):
+    """The session was closed while its work ran: the work stopped between one tool and the next."""
 
 
 @dataclass
@@ -80,6 +87,8 @@ class StreamSession:
         select_after_seconds: float = 1.0,
         listeners=(),
         peek_seconds: float = 1.5,
+        store=None,
+        executor=None,
     ):
         self.plugin, self.sample_rate, self.max_seconds = plugin, sample_rate, max_seconds
         self.listeners = list(listeners)
@@ -99,8 +108,12 @@ class StreamSession:
         self._committed = False
         self._done: Future | None = None
         self._closed = False
-        self._worker = threading.Thread(target=self._work, name="autagent-stream", daemon=True)
-        self._worker.start()
+        self.store = store
+        self._stopped = threading.Event()
+        if executor is not None:
+            executor.submit(self._work)
+        else:
+            threading.Thread(target=self._work, name="autagent-stream", daemon=True).start()
 
     # -- the caller's side ------------------------------------------------------------------------
     def ask(self, question: str, choices=()) -> None:
@@ -145,6 +158,10 @@ class StreamSession:
         if self._done is not None and not self._done.done():
             self._done.cancel()
 
+    def join(self, timeout: float | None = None) -> bool:
+        """Wait for the worker to stop (a closed session's stops after the tool call in progress)."""
+        return self._stopped.wait(timeout)
+
     # -- the worker -------------------------------------------------------------------------------
     def _profile_runner(self):
         """YAMNet on the audio as it arrives when the plugin's router reads the clip: at the end its
@@ -156,6 +173,12 @@ class StreamSession:
         return PatchScores(YamNet.load(), self.plugin.pool.runner.lock("sound_events"))  # the encoder's YAMNet
 
     def _work(self) -> None:
+        try:
+            self._steps()
+        finally:
+            self._stopped.set()
+
+    def _steps(self) -> None:
         while True:
             with self._cv:
                 self._cv.wait_for(lambda: self._closed or self._ready() or self._has_news())
@@ -171,8 +194,10 @@ class StreamSession:
                 with self._cv:
                     if self._done is None:
                         self._done = Future()
-                if not self._done.done():
+                try:
                     self._done.set_exception(err)
+                except InvalidStateError:  # cancelled meanwhile: nobody waits
+                    pass
                 break
         self.clip = None  # the audio and the tools' state go with the session
         self._profile, self.listeners = None, []
@@ -210,9 +235,11 @@ class StreamSession:
         if self.question is not None and self.first_tools is None and self.clip.received >= self.select_after:
             question, choices = self.question
             audio = self._prefix_path() if self.plugin.reads_audio else ""
-            self.first_tools = self.plugin.select(audio, question, choices)
-            if audio:
-                Path(audio).unlink(missing_ok=True)
+            try:
+                self.first_tools = self.plugin.select(audio, question, choices)
+            finally:  # a selection that fails leaves no prefix behind either
+                if audio:
+                    Path(audio).unlink(missing_ok=True)
             self.clip.select(self.first_tools)
             self.clip.step()
         self.tools_seconds += time.perf_counter() - started
@@ -223,58 +250,90 @@ class StreamSession:
             records = self.clip.peek()
             self._tell_listeners(lambda listener: listener.peek(records) if listener in peekers else None)
 
+    def _stop_if_closed(self) -> None:
+        if self._closed:
+            raise SessionClosed("the session was closed")
+
     def _finish(self) -> None:
         if self.clip.received == 0:
             raise ValueError("the audio buffer is empty: append audio before committing it")
-        waited = {}
         started = time.perf_counter()
+        tools_before = self.tools_seconds  # what was done before the commit, not the step after it
         self._advance()  # the audio that came since the last step
-        tools_before = self.tools_seconds
-        path = store_audio(
-            wav_bytes(self.clip.pcm, self.sample_rate), "wav", self.plugin.audio_dir, self.plugin.max_audio_bytes
-        )
+        waited = {"tools_after_commit": time.perf_counter() - started}
+        self._stop_if_closed()
+        raw = wav_bytes(self.clip.pcm, self.sample_rate)
+        if self.store is not None:
+            path = self.store.hold(raw, "wav", self.plugin.max_audio_bytes)
+        else:
+            path = store_audio(raw, "wav", self.plugin.audio_dir, self.plugin.max_audio_bytes)
+        try:
+            result = self._records(str(path), waited)
+            result.seconds = {
+                "tools_before_commit": round(tools_before, 4),
+                **{k: round(v, 4) for k, v in waited.items()},
+                "after_commit": round(time.perf_counter() - started, 4),
+            }
+        except BaseException:
+            if self.store is not None:
+                self.store.release(path)
+            raise
+        with self._cv:
+            if self._done is None:
+                self._done = Future()
+        try:
+            self._done.set_result(result)
+        except InvalidStateError:  # closed and cancelled meanwhile: nobody takes the clip
+            if self.store is not None:
+                self.store.release(path)
+
+    def _stop_if_closed(self) -> None:
+        if self._closed:
+            raise SessionClosed("the session was closed")
+
+    def _records(self, path: str, waited: dict) -> StreamResult:
+        """The whole clip's selection and records; the listeners hear it beside them."""
         self.clip.end()
         for listener in self.listeners:  # resampled, and flushed, before the listeners' thread reads them
             self.clip.samples(listener.rate)
 
         def hear() -> None:  # beside the selection and the tools' tails (two cores)
             before = time.perf_counter()
-            self._tell_listeners(lambda listener: listener.finish(self.clip.samples(listener.rate), str(path)))
+            self._tell_listeners(lambda listener: listener.finish(self.clip.samples(listener.rate), path))
             waited["listeners_after_commit"] = time.perf_counter() - before
 
         hearing = threading.Thread(target=hear, name="autagent-stream-listeners")
         hearing.start()
-        question, choices = self.question or (None, ())
-        if question is None:  # no question: the clip's own transcript is one
-            self.clip.select(["asr"])
-            question = self.clip.finish(str(path))["asr"].get("output", {}).get("text", "")
-        if self._profile is not None:
-            samples = self.clip.samples(16000)
-            self.plugin.prime_audio(str(path), self._profile.probabilities(samples), samples)
-        before_select = time.perf_counter()
-        tools = self.plugin.select(str(path), question, choices)
-        waited["select_after_commit"] = time.perf_counter() - before_select
-        self.clip.select(tools)
-        before_tools = time.perf_counter()
-        records = self.clip.finish(str(path)) if tools else {}
-        self.plugin.remember(str(path), records.values())
-        waited["tools_after_commit"] = time.perf_counter() - before_tools
-        hearing.join()
+        stop = lambda: self._closed  # noqa: E731 - asked between one tool and the next
+        try:
+            question, choices = self.question or (None, ())
+            if question is None:  # no question: the clip's own transcript is one
+                self.clip.select(["asr"])
+                question = self.clip.finish(path, stop)["asr"].get("output", {}).get("text", "")
+            self._stop_if_closed()
+            if self._profile is not None:
+                samples = self.clip.samples(16000)
+                self.plugin.prime_audio(path, self._profile.probabilities(samples), samples)
+            before_select = time.perf_counter()
+            tools = self.plugin.select(path, question, choices)
+            waited["select_after_commit"] = time.perf_counter() - before_select
+            self._stop_if_closed()
+            self.clip.select(tools)
+            before_tools = time.perf_counter()
+            records = self.clip.finish(path, stop) if tools else {}
+            self._stop_if_closed()
+            self.plugin.remember(path, records.values())
+            waited["tools_after_commit"] += time.perf_counter() - before_tools
+        finally:
+            hearing.join()
         ordered = [records[t] for t in self.plugin.pool.tool_ids if t in records]
         ordered += [r for t, r in records.items() if t not in self.plugin.pool.tool_ids]
-        seconds = {"tools_before_commit": tools_before, **waited, "after_commit": time.perf_counter() - started}
-        with self._cv:
-            if self._done is None:
-                self._done = Future()
-        self._done.set_result(
-            StreamResult(
-                audio=str(path),
-                question=question,
-                choices=choices,
-                tools=tools,
-                records=ordered,
-                failed={r["tool"]: r["error"] for r in ordered if "error" in r},
-                first_tools=list(self.first_tools or []),
-                seconds={k: round(v, 4) for k, v in seconds.items()},
-            )
+        return StreamResult(
+            audio=path,
+            question=question,
+            choices=choices,
+            tools=tools,
+            records=ordered,
+            failed={r["tool"]: r["error"] for r in ordered if "error" in r},
+            first_tools=list(self.first_tools or []),
         )

@@ -50,6 +50,7 @@ def test_every_registered_tool_is_an_openai_function_tool_whose_only_arguments_a
         ({"end": "soon"}, "end must be a number"),
         ({"start": 3, "end": 2}, "end (2 s) must be after start (3 s)"),
         ({"start": True}, "start must be a number"),
+        ({"end": 10**400}, "end must be a number of seconds >= 0, got 1000"),  # too large for a float: not a 500
         ({"clip": "/etc/passwd"}, "unknown arguments ['clip']"),
         ([1, 2], "must be a JSON object"),
     ):
@@ -145,13 +146,12 @@ def _service(tmp, plugin=None, upstream=None, reasoner=None, **limits):
     )
     options = build(
         config,
-        reasoner,
-        upstream,
-        str(plugin) if plugin else None,
-        None,
+        reasoner=reasoner,
+        upstream=upstream,
+        plugin=str(plugin) if plugin else None,
         audio_dir=str(tmp / "audio"),
-        max_retries=0,
-        timeout_s=30.0,
+        upstream_retries=0,
+        upstream_timeout_s=30.0,
         agentic=True,
         **limits,
     )

@@ -166,7 +166,9 @@ def test_the_openai_sdks_realtime_client_gets_the_answer_and_tools_of_the_whole_
                 and done.output[0].content[0].text == whole["choices"][0]["message"]["content"]
             )
             assert info["tools"] == whole["autagent"]["tools"] == ["asr", "tempo"] and not info["tools_failed"]
-            assert info["plugin"] == whole["autagent"]["plugin"] and 0.0 <= info["tools_before_commit_share"] <= 1.0
+            before, after = info["seconds"]["tools_before_commit"], info["seconds"]["tools_after_commit"]
+            assert info["plugin"] == whole["autagent"]["plugin"] and before > 0 and after > 0
+            assert info["tools_before_commit_share"] == pytest.approx(before / (before + after), abs=2e-3)
             assert {"select_after_commit", "tools_after_commit", "upstream"} <= set(info["seconds"])
     finally:
         service.stop()
@@ -210,7 +212,7 @@ def test_a_plain_websockets_client_the_question_after_the_audio_and_none_at_all(
 
 
 def _stream_threads() -> int:
-    return sum(t.name == "autagent-stream" and t.is_alive() for t in threading.enumerate())
+    return sum(t.name.startswith("autagent-stream") and t.is_alive() for t in threading.enumerate())
 
 
 def test_every_fault_is_an_error_event_and_the_service_answers_the_next_stream(calls_plugin, tmp_path, click_wav):
@@ -263,9 +265,9 @@ def test_every_fault_is_an_error_event_and_the_service_answers_the_next_stream(c
         assert _stream_threads() >= 1 and health()["realtime_sessions"] == 1
         hangs_up.socket.close()
         deadline = time.time() + 30
-        while (_stream_threads() or health()["realtime_sessions"]) and time.time() < deadline:
+        while health()["realtime_sessions"] and time.time() < deadline:
             time.sleep(0.1)
-        assert _stream_threads() == 0 and health()["realtime_sessions"] == 0  # its work stopped, its audio freed
+        assert health()["realtime_sessions"] == 0  # its work stopped (it counts until then), its audio freed
         _good_stream(service.url, pcm)
 
         held = [Client(service.url), Client(service.url)]  # the service's two sessions
@@ -295,7 +297,8 @@ def test_a_reasoner_failing_mid_response_is_an_error_event_and_a_failed_response
         client.send("response.create")
         events = client.until("response.done")
         errors = [e for e in events if e["type"] == "error"]
-        assert errors and flaky.url in errors[0]["error"]["message"] and "not JSON" in errors[0]["error"]["message"]
+        message = errors[0]["error"]["message"] if errors else ""
+        assert "not JSON" in message and flaky.url.split("/v1")[0] not in message  # no address told
         assert events[-1]["response"]["status"] == "failed"
         client.close()
         assert _good_stream(service.url, pcm[: 2 * RATE])["response"]["output"][0]["content"][0]["text"] == "ok"
@@ -318,13 +321,23 @@ def test_the_python_apis_streaming_session_gives_the_whole_clips_records_and_pro
         session.feed(pcm[start : start + RATE // 10].tobytes())
         if k == 10:
             session.ask("What is the tempo?", ["60 BPM", "120 BPM"])  # during the audio
+    deadline, before_commit = time.time() + 60, -1.0  # the worker catches up with the audio before the commit
+    while time.time() < deadline:
+        time.sleep(0.3)
+        caught_up = session._stepped == session.clip.received and session.tools_seconds == before_commit > 0
+        before_commit = session.tools_seconds
+        if caught_up:
+            break
     session.commit()
     result = session.result().result(timeout=120)
     messages = _message(whole_wav, "What is the tempo?", ["60 BPM", "120 BPM"])
     expected = whole.augment_query(messages, whole.read(messages))
     assert result.tools == expected.tools == ["asr", "tempo"] and result.first_tools == ["asr", "tempo"]
     assert result.messages(messages[0]["content"][1]["text"]) == expected.messages
-    assert result.seconds["tools_before_commit"] > 0
+    # the work done before the commit, and only it (the step after the commit counts after it)
+    assert before_commit > 0 and result.seconds["tools_before_commit"] == round(before_commit, 4)
+    after = result.seconds["tools_after_commit"]
+    assert after > 0 and result.before_commit_share == pytest.approx(before_commit / (before_commit + after), abs=1e-3)
 
 
 def test_the_websockets_pin_fits_the_openai_sdks_realtime_extra_and_funasr():
@@ -358,3 +371,85 @@ def test_funasr_imports_with_the_installed_websockets():
 
     assert callable(websockets.serve) and issubclass(ConnectionClosed, Exception)
     assert funasr.bin.realtime_ws.ConnectionClosed is ConnectionClosed
+
+
+def test_a_closed_sessions_work_stops_between_tools_and_counts_until_it_has(
+    calls_plugin, tmp_path, click_wav, monkeypatch
+):
+    """No question: the transcript runs first; the client leaves during it.  The session keeps its
+    place under the cap until the transcript's call returns, and no tool starts after it."""
+    from tools import stream
+
+    started, record = [], stream.ClipStream._record
+
+    def slow(self, tool_id, path):
+        started.append(tool_id)
+        time.sleep(2.0)
+        return record(self, tool_id, path)
+
+    monkeypatch.setattr(stream.ClipStream, "_record", slow)
+    echo = Upstream("echo")
+    service = _service(calls_plugin, tmp_path, upstream=echo.url, max_realtime_sessions=1)
+    health = lambda: httpx.get(service.url + "/health").json()  # noqa: E731
+    pcm, _ = _pcm(click_wav[0], tmp_path, "clicks")
+    try:
+        client = Client(service.url)
+        client.send("session.update", session=SESSION)
+        client.until("session.updated")
+        client.stream(pcm[: 2 * RATE])
+        client.send("input_audio_buffer.commit")
+        client.send("response.create")
+        deadline = time.time() + 30
+        while not started and time.time() < deadline:
+            time.sleep(0.05)
+        client.close()
+        time.sleep(0.5)
+        assert started == ["asr"] and health()["realtime_sessions"] == 1  # its transcript is still running
+        refused = Client(service.url)  # the cap counts the work, not the socket
+        assert refused.created["type"] == "error" and refused.created["error"]["code"] == "session_limit_reached"
+        deadline = time.time() + 30
+        while health()["realtime_sessions"] and time.time() < deadline:
+            time.sleep(0.1)
+        time.sleep(1.0)
+        assert health()["realtime_sessions"] == 0 and started == ["asr"]  # tempo never started
+        assert len(echo.seen) == 0
+    finally:
+        service.stop()
+        echo.httpd.shutdown()
+
+
+def test_odd_frames_an_empty_reply_and_the_sessions_instructions(calls_plugin, tmp_path, click_wav):
+    """A frame that is JSON but not an object is an error event (it once killed the session); an
+    upstream with no choices ends the response in response.done (failed); the session's instructions
+    reach the upstream; an event over the size limit is an error."""
+    pcm, _ = _pcm(click_wav[0], tmp_path, "clicks")
+    empty, echo = Upstream("empty"), Upstream("echo")
+    try:
+        for upstream, status in ((empty, "failed"), (echo, "completed")):
+            service = _service(calls_plugin, tmp_path, upstream=upstream.url, max_audio_seconds=4.0)
+            try:
+                client = Client(service.url)
+                for frame in ("[1]", '"x"', "5", "null", '{"type": ["a"]}'):
+                    client.socket.send(frame)
+                    assert client.until("error")[-1]["error"]["code"] == "unknown_event"
+                client.socket.send(json.dumps({"type": "input_audio_buffer.append", "audio": "A" * 1_500_000}))
+                assert client.until("error")[-1]["error"]["code"] == "event_too_large"
+                client.send("session.update", session={**SESSION, "instructions": "Answer in French."})
+                client.until("session.updated")
+                client.ask()
+                client.stream(pcm[: 2 * RATE])
+                events = []
+                client.send("input_audio_buffer.commit")
+                client.send("response.create")
+                events = client.until("response.done")
+                assert events[-1]["response"]["status"] == status, events[-3:]
+                if status == "failed":
+                    assert any(e["type"] == "error" for e in events)
+                else:
+                    assert upstream.seen[-1]["messages"][0] == {"role": "system", "content": "Answer in French."}
+                client.close()
+            finally:
+                service.stop()
+    finally:
+        empty.httpd.shutdown()
+        echo.httpd.shutdown()

@@ -252,13 +252,12 @@ def _app(plugin, tmp, upstream=None, **limits):
     )
     options = build(
         config,
-        None if upstream else "embedded",
-        upstream,
-        str(plugin),
-        None,
+        reasoner=None if upstream else "embedded",
+        upstream=upstream,
+        plugin=str(plugin),
         audio_dir=str(tmp / "audio"),
-        max_retries=0,
-        timeout_s=5.0,
+        upstream_retries=0,
+        upstream_timeout_s=5.0,
         **limits,
     )
     return InThread(create_app(options))
@@ -347,15 +346,17 @@ def test_every_hostile_request_gets_an_openai_shaped_error_and_the_service_stays
         service.stop()
 
 
-def test_an_upstream_that_is_down_or_answers_junk_is_a_502_naming_it(plugins, tmp_path, melody_wav):
+def test_an_upstream_that_is_down_or_answers_junk_is_a_502_that_names_no_address(plugins, tmp_path, melody_wav):
     junk = _Upstream("junk")
     down = f"http://127.0.0.1:{_free_port()}/v1"
     body = {"model": "m", "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
     for upstream, words in ((down, "ConnectionError"), (junk.url, "not JSON")):
         service = _app(plugins["calls"], tmp_path, upstream=upstream)
         try:
-            _refused(httpx.post(service.url + "/v1/chat/completions", json=body, timeout=60), 502, upstream)
-            _refused(httpx.post(service.url + "/v1/chat/completions", json=body, timeout=60), 502, words)
+            _refused(httpx.post(service.url + "/v1/chat/completions", json=body, timeout=60), 502, "the upstream")
+            reply = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=60)
+            _refused(reply, 502, words)
+            assert upstream.split("/v1")[0] not in reply.text and "127.0.0.1" not in reply.text
             assert httpx.get(service.url + "/health").json()["status"] == "ok"
             assert "autagent_upstream_errors_total 2.0" in httpx.get(service.url + "/metrics").text
         finally:

@@ -43,13 +43,12 @@ def _options(plugin, tmp: Path, upstream=None, overrides=None, **limits):
     )
     return build(
         config,
-        None if upstream else "embedded",
-        upstream,
-        str(plugin),
-        None,
+        reasoner=None if upstream else "embedded",
+        upstream=upstream,
+        plugin=str(plugin),
         audio_dir=str(tmp / "audio"),
-        max_retries=0,
-        timeout_s=10.0,
+        upstream_retries=0,
+        upstream_timeout_s=10.0,
         **limits,
     )
 
@@ -63,7 +62,7 @@ def _service(plugin, tmp, upstream=None, overrides=None, **limits) -> InThread:
 class Upstream(FakeUpstream):
     """A stand-in upstream that keeps every body it was sent: ``echo`` answers "ok"; ``drip`` streams one chunk,
     then the rest once ``release`` is set; ``broken`` sends one chunk of a longer declared body and hangs up; ``junk``
-    answers HTML; ``flaky`` answers HTML the first time, then as ``echo``."""
+    answers HTML; ``flaky`` answers HTML the first time, then as ``echo``; ``empty`` a completion with no choices."""
 
     def __init__(self, mode: str):
         seen = self.seen = []
@@ -81,10 +80,11 @@ class Upstream(FakeUpstream):
                     self.end_headers()
                     self.wfile.write(b"<html>502")
                     return
-                if mode in ("echo", "flaky"):
-                    body = json.dumps(
-                        {"choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]}
-                    ).encode()
+                if mode in ("echo", "flaky", "empty"):
+                    choices = (
+                        [] if mode == "empty" else [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]
+                    )
+                    body = json.dumps({"choices": choices}).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")
                     self.send_header("Content-Length", str(len(body)))
@@ -149,7 +149,7 @@ def test_a_full_service_refuses_before_reading_the_body_and_a_declared_oversize_
                 slow.release.is_set(),
                 list(lines),
             )
-            head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
             partial = _raw_post(service.url, head + b"Content-Length: 100000\r\n\r\n", b'{"model": ')
             assert partial.startswith(b"HTTP/1.1 429"), partial
             slow.release.set()
@@ -158,7 +158,10 @@ def test_a_full_service_refuses_before_reading_the_body_and_a_declared_oversize_
         huge = _raw_post(service.url, head + b"Content-Length: 1000000000\r\n\r\n", b"{")
         assert huge.startswith(b"HTTP/1.1 413"), huge
         chunked = httpx.post(  # no Content-Length: refused once what came passes the limit
-            service.url + "/v1/chat/completions", content=iter([b"[" + b"0," * 1_000_000 + b"0]"]), timeout=60
+            service.url + "/v1/chat/completions",
+            content=iter([b"[" + b"0," * 1_000_000 + b"0]"]),
+            headers={"Content-Type": "application/json"},
+            timeout=60,
         )
         assert chunked.status_code == 413 and "byte limit" in chunked.json()["error"]["message"]
         assert _settled(service.url)
@@ -337,14 +340,14 @@ def test_remote_audio_never_reaches_a_private_or_loopback_address_unless_allowed
     clip = Path(melody_wav[0]).read_bytes()
 
     def handler(request):
-        if request.url.host == "audio.example":
+        if request.headers["host"] == "audio.example":
             return httpx.Response(302, headers={"location": "http://127.0.0.1:8080/secret.wav"})
         return httpx.Response(200, content=clip)
 
     public = {"audio.example": ["93.184.216.34"]}.get
-    resolver = lambda host: public(host) or [host]  # noqa: E731
+    resolver = lambda host: public(host) or [host.strip("[]")]  # noqa: E731
     transport = httpx.MockTransport(handler)
-    with pytest.raises(BadRequest, match="private or loopback address"):
+    with pytest.raises(BadRequest, match="private, loopback or link-local address"):
         asyncio.run(fetch("http://audio.example/a.wav", 1 << 20, False, resolver, transport))
     fetched = asyncio.run(fetch("http://audio.example/a.wav", 1 << 20, True, resolver, transport))
     assert fetched == clip
@@ -357,7 +360,8 @@ def test_remote_audio_never_reaches_a_private_or_loopback_address_unless_allowed
 
     files = ThreadingHTTPServer(("127.0.0.1", 0), lambda *a: Quiet(*a, directory=str(Path(melody_wav[0]).parent)))
     threading.Thread(target=files.serve_forever, daemon=True).start()
-    url = f"http://127.0.0.1:{files.server_address[1]}/{Path(melody_wav[0]).name}"
+    signed = "?X-Amz-Signature=" + "ab12" * 80  # a signed URL: once part of the file's name (a 500 past 255)
+    url = f"http://127.0.0.1:{files.server_address[1]}/{Path(melody_wav[0]).name}{signed}"
     echo = Upstream("echo")
     messages = [
         {
@@ -383,7 +387,8 @@ def test_remote_audio_never_reaches_a_private_or_loopback_address_unless_allowed
                 )
                 assert reply.status_code == status, reply.text
                 if status == 400:
-                    assert "private or loopback" in reply.json()["error"]["message"]
+                    assert "private, loopback" in reply.json()["error"]["message"]
+                    assert "127.0.0.1" not in reply.text  # no address told
             finally:
                 service.stop()
     finally:
@@ -450,3 +455,55 @@ def test_every_in_memory_cache_stays_under_its_bound_over_a_long_run(tmp_path, m
         reader.facts({"tool": "tempo", "output": {"bpm": 60.0 + k, "beats": [0.5 * i for i in range(8)]}})
         assert reader._facts.bytes <= 20_000
     assert len(reader._facts) < 30
+
+
+def test_remote_audio_is_checked_as_it_is_reached_within_one_deadline_and_refusals_name_no_address():
+    """One resolution per hop, of the name as it goes on the wire (IDNA 2008), every address checked,
+    IPv4 carried inside IPv6 included, the connection made to the checked address with the name in
+    the Host header; a server dripping bytes is cut at the overall deadline."""
+    import asyncio
+
+    from autagent.reasoners.chat import BadRequest
+    from autagent.serve.remote import fetch, format_of, is_public
+
+    for address in ("64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::", "::ffff:0:7f00:1", "::ffff:127.0.0.1", "::127.0.0.1"):
+        assert not is_public(address), address
+    assert not is_public("2001:0:4136:e378:8000:63bf:3fff:fdd2")  # Teredo carrying 192.0.2.45
+    assert is_public("93.184.216.34") and is_public("2606:4700:4700::1111") and is_public("2002:5db8:d822::")
+
+    asked, reached = [], []
+    answers = {
+        "xn--strae-oqa.example": [["93.184.216.34"], ["10.0.0.7"]],
+        "strasse.example": [["10.0.0.7"]],
+        "drip.example": [["93.184.216.35"]],
+    }
+
+    def resolver(host):  # a rebinding name: public when first asked, private after
+        asked.append(host)
+        return answers[host].pop(0) if len(answers[host]) > 1 else answers[host][0]
+
+    def handler(request):
+        reached.append((request.url.host, request.headers["host"]))
+        return httpx.Response(200, content=b"RIFF-audio")
+
+    got = asyncio.run(fetch("http://straße.example/a.wav", 1 << 20, False, resolver, httpx.MockTransport(handler)))
+    assert got == b"RIFF-audio" and asked == ["xn--strae-oqa.example"]
+    assert reached == [("93.184.216.34", "xn--strae-oqa.example")]  # the checked address, the name as Host
+
+    with pytest.raises(BadRequest) as refused:
+        asyncio.run(fetch("http://strasse.example/a.wav", 1 << 20, False, resolver, httpx.MockTransport(handler)))
+    assert "10.0.0.7" not in str(refused.value) and "private" in str(refused.value)
+
+    async def drip():
+        while True:
+            await asyncio.sleep(0.2)
+            yield b"x"
+
+    slow = httpx.MockTransport(lambda request: httpx.Response(200, content=drip()))
+    started = time.perf_counter()
+    with pytest.raises(BadRequest, match="took longer than 1 s"):
+        asyncio.run(fetch("http://drip.example/a.wav", 1 << 20, False, resolver, slow, timeout_s=1.0))
+    assert time.perf_counter() - started < 5
+
+    assert format_of("https://cdn.example/a.mp3?X-Amz-Signature=abc.flac", b"") == "mp3"
+    assert format_of("https://cdn.example/clip?sig=abc.exe", b"fLaC...") == "flac"

@@ -306,7 +306,13 @@ def test_v1_select_explains_its_choice_when_asked(featurizer, tmp_path, melody_w
     shutil.copytree(path, tmp_path / "q")
     attach_backoff(tmp_path / "q", backoff, {"offset": 0.0})
     config = load_config(None, {"answer_cache_dir": str(tmp_path / "a"), "tools.cache_dir": str(tmp_path / "t")})
-    options = build(config, "embedded", None, str(tmp_path / "q"), None, audio_dir=str(tmp_path / "audio"))
+    options = build(
+        config,
+        reasoner="embedded",
+        plugin=str(tmp_path / "q"),
+        audio_dir=str(tmp_path / "audio"),
+        allowed_hosts=["testserver"],
+    )
     question, choices, tool = UNFAMILIAR[1]
     body = {"audio": base64.b64encode(Path(melody_wav[0]).read_bytes()).decode(), "question": question}
     with TestClient(create_app(options)) as client:

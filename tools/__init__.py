@@ -55,12 +55,39 @@ class ToolRunner:
         """One JSON record; a bad clip or a failing model gives a record with ``"error"``, never an exception."""
         return self.run_batch(tool_id, [path])[0]
 
-    def run_batch(self, tool_id: str, paths: Sequence[str]) -> list[dict]:
+    def run_batch(self, tool_id: str, paths: Sequence[str], timeout_s: float | None = None) -> list[dict]:
         """Records for several clips; a backend with ``infer_batch`` sees every readable clip at once.
         Threads share a runner (a service's requests): one call per tool at a time, since a backend's
-        model is not known to be thread-safe; different tools run side by side."""
-        with self.lock(tool_id):
-            return self._run_batch(tool_id, paths)
+        model is not known to be thread-safe; different tools run side by side.
+
+        With ``timeout_s`` the call (waiting for the tool's lock included) runs in a thread of its own
+        and gives an error record per clip when it has not returned by then; a Python thread cannot be
+        stopped, so the tool's model and lock are given up to the hung call and the next call loads the
+        model afresh: a hung decoder costs one thread, never the caller, the lock or the service."""
+        if timeout_s is None:
+            with self.lock(tool_id):
+                return self._run_batch(tool_id, paths)
+        lock, box, done = self.lock(tool_id), {}, threading.Event()
+
+        def call() -> None:
+            try:
+                with lock:
+                    box["records"] = self._run_batch(tool_id, paths)
+            except BaseException as err:  # noqa: BLE001 - handed to the caller
+                box["error"] = err
+            done.set()
+
+        threading.Thread(target=call, name=f"autagent-tool-{tool_id}", daemon=True).start()
+        if done.wait(timeout_s):
+            if "error" in box:
+                raise box["error"]
+            return box["records"]
+        with self._locks_guard:
+            if self._locks.get(tool_id) is lock:
+                self._locks[tool_id] = threading.Lock()
+                self._models.pop(tool_id, None)
+        name, version = self.identity(tool_id)
+        return [make_record(tool_id, name, version, error=f"{p}: timed out after {timeout_s:g}s") for p in paths]
 
     def lock(self, tool_id: str) -> threading.Lock:
         """The lock every call of ``tool_id``'s model holds (the tools on arriving audio take it too)."""

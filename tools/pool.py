@@ -47,10 +47,13 @@ class PoolConfig:
     """Clips are cut to this length before any tool sees them."""
     cache_dir: str = ".cache/tools"
     """The content-addressed record cache shared by every run."""
+    cache_max_mb: float | None = 20480.0
+    """The record cache is kept under this size, least recently used first (None: unbounded)."""
     executor: str = "ray"
     """``ray`` (actors) or ``local`` (in this process, sequential)."""
     timeout_s: float = 300.0
-    """A call fails (error record, actor restarted) when no call finishes for this long."""
+    """A call fails (error record, actor restarted) when no call finishes for this long; in process
+    (``executor: local``) a call fails when it has not returned within it (its model reloaded)."""
     actor_cpus: float = 0.25
     """CPUs Ray reserves per actor."""
     gpu_fraction: dict = field(default_factory=dict)
@@ -86,6 +89,8 @@ class PoolConfig:
             for tool_id, count in getattr(self, name).items():
                 if isinstance(count, bool) or not isinstance(count, int) or count < 1:
                     raise ValueError(f"tools.{name}.{tool_id} must be a positive integer, got {count!r}")
+        if self.cache_max_mb is not None and self.cache_max_mb <= 0:
+            raise ValueError(f"tools.cache_max_mb must be > 0 (or null: unbounded), got {self.cache_max_mb}")
         if self.timeout_s <= 0 or self.max_seconds <= 0:
             raise ValueError("tools.timeout_s and tools.max_seconds must be > 0")
         if self.max_restarts < 0 or self.max_task_retries < 0:
@@ -127,7 +132,8 @@ class ToolPool:
     def __init__(self, config: PoolConfig | None = None):
         self.config = config or PoolConfig()
         self.tool_ids = self.config.tool_ids
-        self.cache = ToolCache(self.config.cache_dir)
+        cap = self.config.cache_max_mb
+        self.cache = ToolCache(self.config.cache_dir, None if cap is None else int(cap * 2**20))
         self.runner = ToolRunner(self.config.profile, self.config.settings, self.config.max_seconds)
         self._actors: dict[tuple[str, int], object] = {}
         self.computed = 0
@@ -322,7 +328,7 @@ class ToolPool:
     def _compute_local(self, pending: dict, paths: list[str]):
         for tool_id, chunk, batch_paths in self._batches(pending, paths):
             sent = time.perf_counter()
-            records = self.runner.run_batch(tool_id, batch_paths)
+            records = self.runner.run_batch(tool_id, batch_paths, self.config.timeout_s)
             self._timed(tool_id, sent)
             for (i, key), record in zip(chunk, records):
                 yield i, tool_id, key, record

@@ -388,20 +388,27 @@ class ClipStream:
         if not self.finished:
             self._take(final=True)
 
-    def finish(self, path: str) -> dict[str, dict]:
+    def finish(self, path: str, stop=None) -> dict[str, dict]:
         """Every selected tool's record of the whole clip (``path``: the clip written out, named in the
-        records' errors), the tools' tails side by side; a tool that fails gives an error record."""
+        records' errors), the tools' tails two at a time (two cores); a tool that fails gives an error
+        record.  ``stop()``, asked before each tool starts, stops the rest (their records say so)."""
         from concurrent.futures import ThreadPoolExecutor
 
         self.end()
         todo = [t for t in self.runners if t not in self.records]
         for runner in {self.runners[t].rate: self.runners[t] for t in todo}.values():
             self.samples(runner.rate)  # resampled here, before threads read them
+
+        def record(tool_id: str) -> dict:
+            if stop is not None and stop():
+                return make_record(tool_id, *self.tool_runner.identity(tool_id), error=f"{path}: stopped")
+            return self._record(tool_id, path)
+
         if len(todo) > 1:
-            with ThreadPoolExecutor(len(todo), thread_name_prefix="autagent-stream-tools") as pool:
-                done = dict(zip(todo, pool.map(lambda t: self._record(t, path), todo)))
+            with ThreadPoolExecutor(2, thread_name_prefix="autagent-stream-tools") as pool:
+                done = dict(zip(todo, pool.map(record, todo)))
         else:
-            done = {t: self._record(t, path) for t in todo}
+            done = {t: record(t) for t in todo}
         self.records.update(done)
         return {t: self.records[t] for t in self.runners}
 

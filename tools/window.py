@@ -29,9 +29,14 @@ def _seconds(arguments: dict, name: str) -> float | None:
     value = arguments.get(name)
     if value is None:
         return None
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-        raise WindowError(f"{name} must be a number of seconds >= 0, got {value!r}")
-    return float(value)
+    try:  # an int too large for a float (10**400) is an OverflowError, not a number of seconds
+        seconds = float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+    except OverflowError:
+        seconds = math.inf
+    if not math.isfinite(seconds) or seconds < 0:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "..."
+        raise WindowError(f"{name} must be a number of seconds >= 0, got {shown}")
+    return seconds
 
 
 @dataclass(frozen=True)

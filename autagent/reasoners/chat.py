@@ -77,7 +77,9 @@ def audio_source(parts: list) -> tuple[bytes | None, str | None, str | None]:
             url = str((part.get("audio_url") or {}).get("url", ""))
             match = DATA_URL.match(url)
             if match:
-                fmt = MIME_FORMATS.get(match[1], match[1])
+                fmt = MIME_FORMATS.get(match[1].lower(), match[1].lower())
+                if fmt not in FORMATS:  # it names the stored file: only the formats we know
+                    raise BadRequest(f"audio_url: data:audio/<format> must be one of {sorted(FORMATS)}")
                 return decode_base64(match[2]), fmt, None
             if url.startswith(("http://", "https://")):
                 return None, None, url
@@ -164,9 +166,10 @@ def question_and_choices(text: str, explicit=None) -> tuple[str, tuple[str, ...]
     return question, choices
 
 
-def read_query(messages, explicit_choices, audio_folder: Path, max_bytes: int) -> ChatQuery:
+def read_query(messages, explicit_choices, audio_folder: Path, max_bytes: int, store=None) -> ChatQuery:
     """The clip, question, choices and shown records of a chat request; remote audio is returned as a
-    URL in ``remote`` for the caller to fetch (or refuse)."""
+    URL in ``remote`` for the caller to fetch (or refuse).  ``store(raw, fmt)`` writes the clip (and,
+    in a service, holds it in its bounded folder); by default it is written to ``audio_folder``."""
     parts = last_user_content(messages)
     raw, fmt, url = audio_source(parts)
     records, text = split_records(text_of(parts))
@@ -175,7 +178,9 @@ def read_query(messages, explicit_choices, audio_folder: Path, max_bytes: int) -
         raise BadRequest("the last user message has no question text")
     if url is not None:
         return ChatQuery("", question, choices, records, remote={"url": url})
-    path = store_audio(raw, fmt, audio_folder, max_bytes)
+    if len(raw) > max_bytes:
+        raise BadRequest(f"the audio is {len(raw)} bytes, over the {max_bytes}-byte limit")
+    path = store(raw, fmt) if store is not None else store_audio(raw, fmt, audio_folder, max_bytes)
     return ChatQuery(str(path), question, choices, records, audio_bytes=len(raw))
 
 

@@ -10,77 +10,69 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .app import ServeOptions, create_app
+from .app import create_app
+from .options import ServeOptions
+from .service import Service
 
 
-def build(
-    config,
-    reasoner: str | None,
-    upstream: str | None,
-    plugin_dir: str | None,
-    plugin_sha256: str | None,
-    model: str | None = None,
-    api_key_env: str = "OPENAI_API_KEY",
-    timeout_s: float = 120.0,
-    max_retries: int = 2,
-    **limits,
-) -> ServeOptions:
-    """The service's parts from a run config (reasoner and tool settings) and the command's flags."""
+def build(config, options: ServeOptions | None = None, **settings) -> Service:
+    """The service's parts from a run config (reasoner and tool settings) and its settings (``options``,
+    or ServeOptions' fields as keywords)."""
+    import dataclasses
+
     from ..config import ConfigError
     from .limits import AudioStore
     from .upstream import LocalReasoner, OpenAIUpstream
 
-    if (reasoner is None) == (upstream is None):
+    options = dataclasses.replace(options, **settings) if options is not None else ServeOptions(**settings)
+    if (options.reasoner is None) == (options.upstream is None):
         raise ConfigError("give exactly one of --reasoner (answer in process) and --upstream (forward to a server)")
-    if limits.get("max_tool_rounds", 0) < 0:
-        raise ConfigError(f"--max-tool-rounds must be >= 0, got {limits['max_tool_rounds']}")
-    audio_dir = Path(limits.get("audio_dir", ServeOptions.audio_dir))
-    max_bytes = limits.get("max_audio_bytes", ServeOptions.max_audio_bytes)
-    if limits.get("max_audio_seconds") is None:  # the default: what the tools hear, and no more
-        limits["max_audio_seconds"] = config.tools.max_seconds
-    limits["tools_max_seconds"] = config.tools.max_seconds
-    cap = limits.get("audio_cache_bytes", ServeOptions.audio_cache_bytes)
-    store = limits["audio_store"] = AudioStore(audio_dir, cap)
-    if upstream is not None:
-        backend = OpenAIUpstream(upstream, api_key_env, model, timeout_s, max_retries)
+    audio_dir, max_bytes = Path(options.audio_dir), options.max_audio_bytes
+    store = AudioStore(audio_dir, options.audio_cache_bytes)
+    if options.upstream is not None:
+        backend = OpenAIUpstream(
+            options.upstream, options.api_key_env, options.model, options.upstream_timeout_s, options.upstream_retries
+        )
     else:
         from ..reasoners import build_reasoner
 
+        reasoner = options.reasoner
         config.reasoner.kind = "embedded" if reasoner == "scripted" else reasoner
         built = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
-        built.bound(limits.pop("max_memory_answers", 100_000))
+        built.bound(options.max_memory_answers)
         backend = LocalReasoner(built, reasoner, audio_dir, max_bytes, store)
         if reasoner == "scripted":  # the open stand-in for a model that calls tools, answering with it
             from ..reasoners.scripted import ScriptedCaller
-            from .agentic import ScriptedUpstream
+            from .tool_calls import ScriptedUpstream
 
             backend = ScriptedUpstream(ScriptedCaller(built, config.eval.agentic.scripted, audio_dir, max_bytes))
-    plugin = None
-    if plugin_dir is not None:
+    plugin = tools = None
+    if options.plugin is not None:
         from ..api import Plugin
 
         plugin = Plugin.load(
-            plugin_dir, plugin_sha256, tools=config.tools, audio_dir=audio_dir, max_audio_bytes=max_bytes
+            options.plugin, options.plugin_sha256, tools=config.tools, audio_dir=audio_dir, max_audio_bytes=max_bytes
         )
-        if limits.pop("warm", False):
+        if options.warm_up:
             plugin.warm()
-    limits.pop("warm", None)
-    limits.pop("max_memory_answers", None)
-    if limits.get("agentic") and plugin is None:  # every tool of the run is offered to the upstream
+    if options.agentic and plugin is None:  # every tool of the run is offered to the upstream
         from tools.pool import ToolPool
 
-        limits["tools"] = ToolPool(config.tools)
-    return ServeOptions(upstream=backend, plugin=plugin, **limits)
+        tools = ToolPool(config.tools)
+    return Service(options, backend, plugin, tools, store, config.tools.max_seconds)
 
 
 def spawn(*args: str, cwd=None, env: dict | None = None, timeout: float = 120.0, stderr=None):
     """``autagent serve *args`` in a new process on a free loopback port; returns (process, base URL)
-    once ``/health`` answers (an integration test's or a benchmark's service).  Raises RuntimeError
-    with the service's last output if it exits first, TimeoutError if it never answers."""
+    once ``/health`` answers (an integration test's or a benchmark's service).  Its stderr goes to
+    ``stderr`` (default: a temporary file, never a pipe nobody reads: a full pipe would stop the
+    service mid-run).  Raises RuntimeError with the service's last output if it exits first,
+    TimeoutError if it never answers."""
     import os
     import socket
     import subprocess
     import sys
+    import tempfile
     import time
 
     import httpx
@@ -88,18 +80,23 @@ def spawn(*args: str, cwd=None, env: dict | None = None, timeout: float = 120.0,
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port = probe.getsockname()[1]
+    log = tempfile.TemporaryFile(mode="w+") if stderr is None else None
     process = subprocess.Popen(
         [sys.executable, "-m", "autagent.cli", "serve", "--port", str(port), *args],
         cwd=cwd,
         env={**os.environ, **(env or {})},
-        stderr=subprocess.PIPE if stderr is None else stderr,
+        stderr=log if log is not None else stderr,
         text=True,
     )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + timeout
     while time.time() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"autagent serve exited: {(process.stderr.read() if process.stderr else '')[-3000:]}")
+            output = ""
+            if log is not None:
+                log.seek(0)
+                output = log.read()
+            raise RuntimeError(f"autagent serve exited: {output[-3000:]}")
         try:
             if httpx.get(url + "/health", timeout=1.0).status_code == 200:
                 return process, url
@@ -109,4 +106,4 @@ def spawn(*args: str, cwd=None, env: dict | None = None, timeout: float = 120.0,
     raise TimeoutError(f"autagent serve did not answer on {url} within {timeout:g} s")
 
 
-__all__ = ["ServeOptions", "build", "create_app", "spawn"]
+__all__ = ["ServeOptions", "Service", "build", "create_app", "spawn"]

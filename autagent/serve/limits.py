@@ -6,6 +6,7 @@ Every refusal is a :class:`Refused` with the status and the message the client g
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import threading
@@ -22,6 +23,14 @@ class Refused(Exception):
     def __init__(self, status: int, message: str, kind: str, headers: dict | None = None):
         super().__init__(message)
         self.status, self.kind, self.headers = status, kind, headers or {}
+
+
+MAGIC = ((b"RIFF", "wav"), (b"fLaC", "flac"), (b"OggS", "ogg"), (b"ID3", "mp3"), (b"\xff\xfb", "mp3"))
+
+
+def sniff_format(raw: bytes) -> str:
+    """A clip's format from its first bytes (WAV when they say nothing)."""
+    return next((name for magic, name in MAGIC if raw.startswith(magic)), "wav")
 
 
 def body_limit(max_audio_bytes: int) -> int:
@@ -42,8 +51,9 @@ async def read_json(request, max_bytes: int) -> dict:
         if size > max_bytes:
             raise too_big
         chunks.append(chunk)
-    try:
-        body = json.loads(b"".join(chunks))
+    try:  # a large body (a clip in base64) is parsed off the event loop
+        raw = b"".join(chunks)
+        body = json.loads(raw) if len(raw) < 1 << 16 else await asyncio.to_thread(json.loads, raw)
     except ValueError:
         raise Refused(400, "the body is not JSON", "invalid_request_error") from None
     if not isinstance(body, dict):
@@ -90,14 +100,17 @@ def clip_seconds(path: str | Path, max_seconds: float) -> float:
 
 class AudioStore:
     """The service's clips folder (files named by their content) under ``max_bytes``: once past it, the
-    least recently used clips are deleted, never one that a request in flight holds (:meth:`lease`).
-    Clips already in the folder when the service starts count from the start.  One service per folder."""
+    least recently used clips are deleted, never one that a request in flight holds.  A clip is written
+    and held in one step (:meth:`hold`), so none is ever on disk untracked, and one refused is deleted
+    on release (``drop``) unless another request holds it.  Clips already in the folder when the
+    service starts count from the start.  One service per folder."""
 
     def __init__(self, folder: str | Path, max_bytes: int):
         self.folder, self.max_bytes = Path(folder), max_bytes
         self._files: OrderedDict[Path, int] = OrderedDict()
         self._held: Counter[Path] = Counter()
         self._lock = threading.Lock()
+        self.size = 0
         self.deleted = 0
         found = []
         for path in self.folder.iterdir() if self.folder.is_dir() else ():
@@ -109,41 +122,59 @@ class AudioStore:
                 found.append((info.st_mtime, path, info.st_size))
         for _, path, size in sorted(found):
             self._files[path] = size
+            self.size += size
         self._trim()
 
-    @property
-    def size(self) -> int:
-        return sum(self._files.values())
+    def hold(self, raw: bytes, fmt: str, max_bytes: int | None = None) -> Path:
+        """Write ``raw`` as a clip named by its content and hold it (the caller releases it)."""
+        from ..reasoners.chat import store_audio
+
+        path = store_audio(raw, fmt, self.folder, max_bytes or len(raw))
+        self._take(path)
+        return path
+
+    def _take(self, path: Path) -> None:
+        with self._lock:
+            try:
+                size = path.stat().st_size
+            except OSError:
+                size = 0
+            self.size += size - self._files.get(path, 0)
+            self._files[path] = size
+            self._files.move_to_end(path)
+            self._held[path] += 1
+
+    def release(self, path: str | Path, drop: bool = False) -> None:
+        """Let go of a held clip; ``drop``: the clip was refused, delete it unless another request holds it."""
+        path = Path(path)
+        with self._lock:
+            self._held[path] -= 1
+            if self._held[path] <= 0:
+                del self._held[path]
+                if drop and path in self._files:
+                    self.size -= self._files.pop(path)
+                    path.unlink(missing_ok=True)
+                    self.deleted += 1
+        self._trim()
 
     @contextmanager
     def lease(self, path: str | Path):
-        """Hold ``path`` (a clip just stored) while a request uses it; it counts as the most recent."""
+        """Hold ``path`` (a clip already on disk) while a request uses it; it counts as the most recent."""
         path = Path(path)
-        with self._lock:
-            try:
-                self._files[path] = path.stat().st_size
-                self._files.move_to_end(path)
-            except OSError:
-                pass
-            self._held[path] += 1
+        self._take(path)
         try:
             yield path
         finally:
-            with self._lock:
-                self._held[path] -= 1
-                if self._held[path] <= 0:
-                    del self._held[path]
-            self._trim()
+            self.release(path)
 
     def _trim(self) -> None:
         with self._lock:
-            total = sum(self._files.values())
             for path in list(self._files):
-                if total <= self.max_bytes:
+                if self.size <= self.max_bytes:
                     break
                 if path in self._held:
                     continue
-                total -= self._files.pop(path)
+                self.size -= self._files.pop(path)
                 try:
                     os.unlink(path)
                     self.deleted += 1

@@ -20,17 +20,18 @@ from __future__ import annotations
 
 import os
 import threading
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..reasoners.chat import DATA_URL, MIME_FORMATS, BadRequest, decode_base64, store_audio
+from ..reasoners.chat import DATA_URL, FORMATS, MIME_FORMATS, BadRequest, decode_base64
+from .limits import AudioStore, sniff_format
 
 PATH_LIMIT = 4096
 """An ``audio`` argument longer than this is never a path: base64 bytes."""
-MAGIC = ((b"RIFF", "wav"), (b"fLaC", "flac"), (b"OggS", "ogg"), (b"ID3", "mp3"), (b"\xff\xfb", "mp3"))
 
 AudioArg = Annotated[
     str, Field(description="The clip: a file path, a data:audio/...;base64, URL, or the file's bytes in base64.")
@@ -51,6 +52,10 @@ class McpOptions:
     """Where clips sent as bytes are kept, named by their content."""
     max_audio_bytes: int = 25 << 20
     """Largest clip accepted as bytes."""
+    api_key: str | None = None
+    """Over HTTP: the key clients must present (``Authorization: Bearer KEY``); None asks none."""
+    audio_cache_bytes: int = 2 << 30
+    """The clips folder is kept under this size, least recently used first (clips in use are kept)."""
 
     def __post_init__(self):
         if self.transport not in ("stdio", "http"):
@@ -65,9 +70,12 @@ class AcousticTools:
         self.tool_ids = list(plugin.tools if plugin is not None else pool.tool_ids)
         self.allowed = [Path(d).expanduser().resolve() for d in options.allow_dirs]
         self.lock = threading.Lock()  # the pool, the plugin and their caches: one call at a time
+        self.store = AudioStore(options.audio_dir, options.audio_cache_bytes)
 
-    def clip(self, audio: str) -> str:
-        """A readable file holding the clip ``audio`` names or carries; BadRequest naming the problem."""
+    @contextmanager
+    def clip(self, audio: str):
+        """A readable file holding the clip ``audio`` names or carries (one sent as bytes is held in the
+        bounded clips folder until the block ends); BadRequest naming the problem."""
         if not isinstance(audio, str) or not audio.strip():
             raise BadRequest("audio is empty: give a file path, a data: URL or base64 bytes")
         audio = audio.strip()
@@ -75,12 +83,21 @@ class AcousticTools:
             match = DATA_URL.match(audio)
             if not match:
                 raise BadRequest("audio: a data: URL must look like data:audio/<format>;base64,<bytes>")
-            return self._store(match[2], match[1])
-        if len(audio) <= PATH_LIMIT and (
-            audio.startswith(("/", "~", ".")) or Path(audio).suffix or Path(audio).expanduser().exists()
+            stored = self._store(match[2], match[1])
+        elif len(audio) <= PATH_LIMIT and (
+            audio.startswith(("/", "~", "."))
+            or Path(audio).suffix
+            # over HTTP what is a path is told by its shape alone: whether a file exists is not an answer
+            or (self.options.transport == "stdio" and Path(audio).expanduser().exists())
         ):
-            return self._path(audio)
-        return self._store(audio, None)
+            yield self._path(audio)
+            return
+        else:
+            stored = self._store(audio, None)
+        try:
+            yield str(stored)
+        finally:
+            self.store.release(stored)
 
     def _path(self, text: str) -> str:
         path = Path(text).expanduser()
@@ -90,8 +107,8 @@ class AcousticTools:
                     f"{text}: paths are refused over HTTP unless the server names folders with --allow-dir; "
                     "send the clip as base64 or a data: URL"
                 )
-            real = path.resolve()
-            if not any(real.is_relative_to(folder) for folder in self.allowed):
+            path = path.resolve()  # checked, then opened, with its links resolved: no swap between the two
+            if not any(path.is_relative_to(folder) for folder in self.allowed):
                 folders = ", ".join(str(f) for f in self.allowed)
                 raise BadRequest(f"{text}: outside the folders this server may read (--allow-dir {folders})")
         if not path.exists():
@@ -110,10 +127,12 @@ class AcousticTools:
             raw = decode_base64(data)
         except BadRequest:
             raise BadRequest("audio is neither a file path, a data: URL nor valid base64") from None
-        if fmt is None:
-            fmt = next((name for magic, name in MAGIC if raw.startswith(magic)), "wav")
-        fmt = MIME_FORMATS.get(fmt, fmt)
-        return str(store_audio(raw, fmt, Path(self.options.audio_dir), limit))
+        fmt = MIME_FORMATS.get(fmt.lower(), fmt.lower()) if fmt else None
+        if fmt not in FORMATS:  # it names the stored file: only the formats we know, else the bytes say
+            fmt = sniff_format(raw)
+        if len(raw) > limit:
+            raise BadRequest(f"audio: the clip is {len(raw)} bytes, over the {limit}-byte limit")
+        return self.store.hold(raw, fmt, limit)
 
     def run(self, tool_id: str, audio: str, start: float | None, end: float | None) -> dict:
         """The tool's record (BadRequest naming the problem when it cannot be computed)."""
@@ -123,8 +142,7 @@ class AcousticTools:
             window = Window.from_arguments({k: v for k, v in (("start", start), ("end", end)) if v is not None})
         except WindowError as err:
             raise BadRequest(str(err)) from None
-        path = self.clip(audio)
-        with self.lock:
+        with self.clip(audio) as path, self.lock:
             record = self.pool.run(path, [tool_id], window)[tool_id]
         if "error" in record:
             raise BadRequest(f"{tool_id}: {record['error']}")
@@ -133,8 +151,7 @@ class AcousticTools:
     def select(self, audio: str, question: str, choices: list[str]) -> dict:
         if self.plugin is None:
             raise BadRequest("select needs a plugin: start the server with --plugin DIR")
-        path = self.clip(audio)
-        with self.lock:
+        with self.clip(audio) as path, self.lock:
             tools = self.plugin.select(path, question, choices)
             probabilities = self.plugin.probabilities(path, question, choices)
         return {"tools": tools, "probabilities": probabilities, "plugin": self.plugin.content_hash}
@@ -212,8 +229,19 @@ def serve_mcp(config, plugin_dir: str | None, options: McpOptions, host: str, po
     if options.transport == "stdio":
         server.run("stdio")
     else:
-        limit = 2 * options.max_audio_bytes + (1 << 20)  # base64 plus the message: ours is the clear refusal
-        server.run("streamable-http", host=host, port=port, max_request_body_size=limit)
+        import uvicorn
+
+        uvicorn.run(http_app(server, options, host), host=host, port=port, log_level="warning")
+
+
+def http_app(server, options: McpOptions, host: str = "127.0.0.1"):
+    """The server over streamable HTTP behind the service's access checks (:mod:`.access`: the API key;
+    the SDK checks Host and Origin itself on a loopback address)."""
+    from .access import Guard
+
+    limit = 2 * options.max_audio_bytes + (1 << 20)  # base64 plus the message: ours is the clear refusal
+    app = server.streamable_http_app(max_request_body_size=limit, host=host)
+    return Guard(app, options.api_key, hosts=["*"], origins=["*"])
 
 
 def open_tools(config, plugin_dir, options: McpOptions, sha256=None) -> AcousticTools:

@@ -40,18 +40,24 @@ import time
 from fastapi import WebSocket
 
 from . import events as ev
+from .service import internal_error
 
 MAX_RATE, MIN_RATE = 48000, 8000
+LARGE = 1 << 16
+"""An event (or its audio) longer than this is parsed (decoded) in a worker thread, not on the event loop."""
 
 
 class Turn:
     """One question and one clip: the plugin's stream session (or the bare audio without a plugin)."""
 
-    def __init__(self, plugin, rate: int, max_seconds: float, upstream=None):
-        self.plugin, self.rate, self.max_seconds = plugin, rate, max_seconds
-        hearing = getattr(upstream, "hearing", lambda: None)()  # a reasoner in process hears as the clip comes
+    def __init__(self, service, rate: int):
+        self.plugin, self.rate, self.max_seconds = service.plugin, rate, service.max_audio_seconds
+        hearing = getattr(service.upstream, "hearing", lambda: None)()  # a reasoner in process hears as it comes
         listeners = [hearing] if hearing is not None else []
-        self.stream = plugin.stream(rate, max_seconds, listeners) if plugin is not None else None
+        self.stream = None
+        if self.plugin is not None:
+            pool, store = service.stream_pool(), service.audio_store
+            self.stream = self.plugin.stream(rate, self.max_seconds, listeners, store=store, executor=pool)
         self.pcm: list[bytes] = []  # without a plugin: the audio, for the upstream
         self.received = 0
         self.committed = False
@@ -73,16 +79,23 @@ class Turn:
             self.stream.close()
         self.pcm = []
 
+    def stopped(self) -> bool:
+        return self.stream is None or self.stream.join(0)
 
-def add_realtime(app, options, metrics, answer) -> None:
-    """Mount ``/v1/realtime`` on ``app``; ``answer(body)`` is the service's upstream call (a coroutine
-    giving a chat completion, raising ``UpstreamError``)."""
-    open_sessions = {"count": 0}
+    def join(self) -> None:
+        """Wait for the closed stream's work to stop (after the tool call in progress)."""
+        if self.stream is not None:
+            self.stream.join()
+
+
+def add_realtime(app, service) -> None:
+    """Mount ``/v1/realtime`` on ``app`` (a :class:`~.service.Service`'s)."""
+    options, metrics = service.options, service.metrics
 
     @app.websocket("/v1/realtime")
     async def realtime(socket: WebSocket):
         await socket.accept()
-        if open_sessions["count"] >= options.max_realtime_sessions:
+        if service.realtime >= options.max_realtime_sessions:
             metrics.errors.labels("rate_limit_error").inc()
             await socket.send_text(
                 json.dumps(
@@ -95,21 +108,22 @@ def add_realtime(app, options, metrics, answer) -> None:
             )
             await socket.close(code=1013)
             return
-        open_sessions["count"] += 1
-        conversation = Conversation(socket, options, metrics, answer, socket.query_params.get("model"))
+        service.realtime += 1  # until the session's tool work has stopped, not only its socket
+        conversation = Conversation(socket, service, socket.query_params.get("model"))
         try:
             await conversation.run()
         finally:
-            conversation.end()
-            open_sessions["count"] -= 1
-
-    app.state.realtime_sessions = open_sessions
+            turns = conversation.end()
+            try:
+                await asyncio.shield(asyncio.to_thread(lambda: [turn.join() for turn in turns]))
+            finally:
+                service.realtime -= 1
 
 
 class Conversation:
-    def __init__(self, socket, options, metrics, answer, model: str | None):
-        self.socket, self.options, self.metrics, self.answer = socket, options, metrics, answer
-        self.plugin = options.plugin
+    def __init__(self, socket, service, model: str | None):
+        self.socket, self.service, self.options, self.metrics = socket, service, service.options, service.metrics
+        self.answer, self.plugin = service.upstream.complete, service.plugin
         self.model = model or "autagent"
         self.session_id = ev.new_id("sess")
         self.rate = 24000
@@ -120,13 +134,16 @@ class Conversation:
         self.committed: Turn | None = None
         self.responding: asyncio.Task | None = None
         self.last_item: str | None = None
+        self.turns: list[Turn] = []
+        """Every turn opened (their work is waited for when the session ends)."""
 
     async def send(self, payload: dict) -> None:
         await self.socket.send_text(json.dumps(payload))
 
     async def fail(self, message: str, code: str, client_event=None, kind: str = "invalid_request_error") -> None:
         self.metrics.errors.labels(kind).inc()
-        await self.send(ev.error(message, code, kind, (client_event or {}).get("event_id")))
+        event_id = client_event.get("event_id") if isinstance(client_event, dict) else None  # [1], "x": none
+        await self.send(ev.error(message, code, kind, event_id if isinstance(event_id, str) else None))
 
     def config(self) -> dict:
         return ev.session_config(self.session_id, self.model, self.rate, self.instructions)
@@ -138,7 +155,7 @@ class Conversation:
         while True:
             try:
                 message = await asyncio.wait_for(self.socket.receive(), timeout=self.options.realtime_idle_s)
-            except TimeoutError:
+            except asyncio.TimeoutError:  # not the builtin TimeoutError before Python 3.11
                 await self.fail(f"the session was idle for {self.options.realtime_idle_s:g} s: closed", "idle_timeout")
                 await self.socket.close(code=1000)
                 return
@@ -150,21 +167,25 @@ class Conversation:
             if text is None:
                 await self.fail("send JSON text frames (a binary frame is not a Realtime event)", "invalid_event")
                 continue
-            try:
-                payload = json.loads(text)
+            if len(text) > self.service.max_event_bytes:
+                await self.fail(f"the event is over the {self.service.max_event_bytes}-byte limit", "event_too_large")
+                continue
+            try:  # a large event (a clip's audio) is parsed off the event loop
+                payload = json.loads(text) if len(text) < LARGE else await asyncio.to_thread(json.loads, text)
             except ValueError:
                 await self.fail("the event is not JSON", "invalid_json")
                 continue
             try:
                 await self.handle(payload)
             except Exception as err:  # noqa: BLE001 - the session and the service go on
-                await self.fail(f"internal error: {type(err).__name__}: {err}", "server_error", payload, "server_error")
+                await self.fail(internal_error(err), "server_error", payload, "server_error")
 
     async def handle(self, payload) -> None:
         kind = payload.get("type") if isinstance(payload, dict) else None
-        if kind not in ev.CLIENT_EVENTS:
+        if not isinstance(kind, str) or kind not in ev.CLIENT_EVENTS:
             known = ", ".join(ev.CLIENT_EVENTS)
-            await self.fail(f"unknown event type {kind!r}: this service reads {known}", "unknown_event", payload)
+            shown = repr(kind)[:60] if isinstance(payload, dict) else f"(the event is a JSON {type(payload).__name__})"
+            await self.fail(f"unknown event type {shown}: this service reads {known}", "unknown_event", payload)
             return
         await getattr(self, "on_" + kind.replace(".", "_"))(payload)
 
@@ -238,8 +259,10 @@ class Conversation:
                 "send session.update (session.type 'realtime') before any audio", "session_not_configured", payload
             )
             return
-        try:
-            pcm = base64.b64decode(payload.get("audio") or "", validate=True)
+        audio = payload.get("audio") or ""
+        try:  # a large chunk is decoded off the event loop
+            decode = lambda: base64.b64decode(audio, validate=True)  # noqa: E731
+            pcm = decode() if isinstance(audio, str) and len(audio) < LARGE else await asyncio.to_thread(decode)
         except (binascii.Error, ValueError, TypeError):
             await self.fail("input_audio_buffer.append: audio is not valid base64", "invalid_audio", payload)
             return
@@ -249,9 +272,8 @@ class Conversation:
             )
             return
         if self.turn is None:
-            self.turn = await asyncio.to_thread(
-                Turn, self.plugin, self.rate, self.options.max_audio_seconds, self.options.upstream
-            )
+            self.turn = await asyncio.to_thread(Turn, self.service, self.rate)
+            self.turns = [t for t in self.turns if not t.stopped()] + [self.turn]
             if self.user_text is not None and self.turn.stream is not None:
                 self.turn.stream.ask(*question_and_choices(self.user_text))
         try:
@@ -313,34 +335,52 @@ class Conversation:
 
     # -- the answer ---------------------------------------------------------------------------------
     async def respond(self, turn: Turn, user_text: str | None) -> None:
+        from starlette.websockets import WebSocketDisconnect
+
         try:
             await self._respond(turn, user_text)
+        except (WebSocketDisconnect, RuntimeError):  # the client left mid-response: nobody to tell
+            pass
         finally:
             turn.close()
             self.responding = None
 
     async def _respond(self, turn: Turn, user_text: str | None) -> None:
+        """Every ``response.create`` ends in ``response.done`` (``failed`` after an ``error`` event when
+        anything went wrong: the tools, the upstream, an empty reply), unless the client left."""
+        from ..agentic import message_of
+        from ..stream import SessionClosed
         from .upstream import UpstreamError
 
         response_id, item_id = ev.new_id("resp"), ev.new_id("item")
         started = time.perf_counter()
         await self.send(ev.event("response.created", response=ev.response(response_id, "in_progress", [])))
+        result = None
         try:
             result = await self.result_of(turn)
-            body = {"model": self.model, "messages": result.messages(user_text or result.question)}
+            messages = result.messages(user_text or result.question)
+            if self.instructions:  # the session's instructions, as a system message before the user's
+                messages = [{"role": "system", "content": self.instructions}, *messages]
             upstream_started = time.perf_counter()
-            with self.options.audio_store.lease(result.audio):  # the clip counts in the bounded folder
-                reply = await self.answer(body)
-            text = reply["choices"][0]["message"]["content"] or ""
+            reply = await self.answer({"model": self.model, "messages": messages})
+            text = message_of(reply).get("content") or ""
+            if not isinstance(text, str):
+                raise ValueError("the reply's content is not text")
             info = self.autagent(result, time.perf_counter() - upstream_started, time.perf_counter() - started)
-        except (UpstreamError, ValueError) as err:
-            upstream = isinstance(err, UpstreamError)
-            if upstream:
+        except (asyncio.CancelledError, SessionClosed):
+            raise
+        except Exception as err:  # noqa: BLE001 - whatever failed, the client gets an error and response.done
+            upstream = isinstance(err, UpstreamError | ValueError)
+            if isinstance(err, UpstreamError):
                 self.metrics.upstream_errors.inc()
-            await self.fail(str(err), "response_failed", kind="server_error" if upstream else "invalid_request_error")
-            failed = {"type": "failed", "reason": "error", "error": {"type": "server_error", "message": str(err)}}
+            message = str(err) if upstream else internal_error(err)
+            await self.fail(message, "response_failed", kind="server_error" if upstream else "invalid_request_error")
+            failed = {"type": "failed", "reason": "error", "error": {"type": "server_error", "message": message}}
             await self.send(ev.event("response.done", response=ev.response(response_id, "failed", [], details=failed)))
             return
+        finally:
+            if result is not None and result.audio:  # the clip was held in the bounded folder until now
+                await asyncio.to_thread(self.service.audio_store.release, result.audio)
         for payload in ev.text_events(response_id, item_id, text):
             await self.send(payload)
         done = ev.response(
@@ -351,23 +391,21 @@ class Conversation:
         self.last_item = item_id
 
     async def result_of(self, turn: Turn):
-        """The committed clip's :class:`autagent.stream.StreamResult` (a bare one without a plugin)."""
+        """The committed clip's :class:`autagent.stream.StreamResult` (a bare one without a plugin), its
+        clip held in the service's bounded folder (the caller releases it)."""
         if turn.stream is not None:
             return await asyncio.wrap_future(turn.stream.result())
-        from pathlib import Path
-
         import numpy as np
 
         from tools.stream import wav_bytes
 
-        from ..reasoners.chat import store_audio
         from ..stream import StreamResult
 
         if not turn.pcm:
             raise ValueError("the audio buffer is empty: append audio before committing it")
         raw = wav_bytes(np.frombuffer(b"".join(turn.pcm), dtype="<i2"), turn.rate)
-        folder = Path(self.options.audio_dir)
-        path = await asyncio.to_thread(store_audio, raw, "wav", folder, self.options.max_audio_bytes)
+        store = self.service.audio_store
+        path = await asyncio.to_thread(store.hold, raw, "wav", self.options.max_audio_bytes)
         return StreamResult(str(path), "", (), [], [])
 
     def autagent(self, result, upstream_s: float, total_s: float) -> dict:
@@ -385,11 +423,12 @@ class Conversation:
             "tools_before_commit_share": round(result.before_commit_share, 3),
         }
 
-    def end(self) -> None:
-        """The socket closed: stop the tool work and free the audio."""
-        for turn in (self.turn, self.committed):
-            if turn is not None:
-                turn.close()
+    def end(self) -> list[Turn]:
+        """The socket closed: stop the tool work (between one tool and the next) and free the audio;
+        the turns whose work may still be running (to wait for)."""
+        for turn in self.turns:
+            turn.close()
         if self.responding is not None:
             self.responding.cancel()
         self.turn = self.committed = None
+        return self.turns

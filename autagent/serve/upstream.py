@@ -10,13 +10,13 @@ import json
 import threading
 import time
 import uuid
-from contextlib import nullcontext
 from pathlib import Path
 
 
 class UpstreamError(RuntimeError):
-    """The upstream could not answer (down, timed out, junk): a 502 naming it; ``status`` is the
-    upstream's own 4xx status when it refused the request itself."""
+    """The upstream could not answer (down, timed out, junk): a 502 that names no address; ``status``
+    is the upstream's own 4xx status when it refused the request itself (never 401 or 403: the
+    service's own credentials are not the client's fault, a 502)."""
 
     def __init__(self, message: str, status: int | None = None, body=None):
         super().__init__(message)
@@ -53,13 +53,13 @@ class OpenAIUpstream:
 
         from ..reasoners.openai_compat import failure_name
 
+        if isinstance(err, openai.APIStatusError) and err.status_code in (401, 403, 407):
+            return UpstreamError(f"the upstream refused the service's credentials (HTTP {err.status_code})")
         if isinstance(err, openai.APIStatusError) and 400 <= err.status_code < 500 and err.status_code != 429:
             return UpstreamError(
-                f"upstream {self.base_url} refused the request: HTTP {err.status_code}",
-                err.status_code,
-                getattr(err, "body", None),
+                f"the upstream refused the request: HTTP {err.status_code}", err.status_code, getattr(err, "body", None)
             )
-        return UpstreamError(f"upstream {self.base_url}: {failure_name(err)}")
+        return UpstreamError(f"the upstream failed: {failure_name(err)}")
 
     async def complete(self, body: dict) -> dict:
         import openai
@@ -71,9 +71,9 @@ class OpenAIUpstream:
         except openai.APIError as err:
             raise self._error(err) from None
         except ValueError:
-            raise UpstreamError(f"upstream {self.base_url}: the reply is not JSON") from None
-        if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list):
-            raise UpstreamError(f"upstream {self.base_url}: the reply is not a chat completion")
+            raise UpstreamError("the upstream's reply is not JSON") from None
+        if not isinstance(reply, dict) or not isinstance(reply.get("choices"), list) or not reply["choices"]:
+            raise UpstreamError("the upstream's reply is not a chat completion (no choices)")
         return reply
 
     async def stream(self, body: dict):
@@ -120,16 +120,23 @@ class LocalReasoner:
         from ..data.sample import Sample
         from ..reasoners.chat import BadRequest, read_query
 
-        query = read_query(body.get("messages"), body.get("choices"), self.audio_dir, self.max_audio_bytes)
+        store = self.store
+        hold = (lambda raw, fmt: store.hold(raw, fmt, self.max_audio_bytes)) if store is not None else None
+        query = read_query(body.get("messages"), body.get("choices"), self.audio_dir, self.max_audio_bytes, hold)
         if query.remote:
             raise BadRequest("the reasoner in process takes the clip as input_audio or a data: URL")
-        if len(query.choices) < 2:
-            raise BadRequest("the reasoner answers multiple-choice questions: give at least two choices")
-        sample = Sample(
-            id="request", audio=query.audio, question=query.question, choices=query.choices, answer=query.choices[0]
-        )
-        with self.store.lease(query.audio) if self.store is not None else nullcontext(), self.lock:
-            (reply,) = self.reasoner.ask([(sample, query.records)])
+        refused = len(query.choices) < 2
+        try:
+            if refused:
+                raise BadRequest("the reasoner answers multiple-choice questions: give at least two choices")
+            sample = Sample(
+                id="request", audio=query.audio, question=query.question, choices=query.choices, answer=query.choices[0]
+            )
+            with self.lock:
+                (reply,) = self.reasoner.ask([(sample, query.records)])
+        finally:
+            if store is not None:
+                store.release(query.audio, drop=refused)  # a refused clip is not kept
         if reply.error:
             raise UpstreamError(f"reasoner {self.name}: {reply.error}")
         return reply.text or ""

@@ -1,4 +1,5 @@
-"""``autagent serve --agentic``: the upstream model may ask for tools itself (:mod:`autagent.agentic`).
+"""The HTTP side of tool calls (``autagent serve --agentic``): the upstream model may ask for tools
+itself, in the loop of :mod:`autagent.agentic`.
 
 Per request: the conversation's clip is its last user message carrying audio (the anchor); the plugin
 selects for the anchor's question once per clip (a later turn of the same conversation finds the
@@ -26,6 +27,7 @@ from ..agentic import run_loop
 from ..reasoners.chat import with_records
 from ..reasoners.scripted import ScriptedError
 from ..reasoners.toolchat import anchor_of
+from .limits import Refused
 from .upstream import UpstreamError
 
 MAX_SELECTIONS = 4096
@@ -58,9 +60,9 @@ def events(reply: dict):
 class AgenticChat:
     """``/v1/chat/completions`` under ``--agentic``."""
 
-    def __init__(self, options):
-        self.options, self.plugin = options, options.plugin
-        self.pool = self.plugin.pool if self.plugin is not None else options.tools
+    def __init__(self, service):
+        self.service, self.options, self.plugin = service, service.options, service.plugin
+        self.pool = self.plugin.pool if self.plugin is not None else service.tools
         self.tool_ids = list(self.plugin.tools if self.plugin is not None else self.pool.tool_ids)
         self.selections: OrderedDict = OrderedDict()
         self.memo_lock = threading.Lock()
@@ -79,18 +81,21 @@ class AgenticChat:
                 self.selections.popitem(last=False)
         return tools, False
 
-    async def __call__(self, body: dict, query_of, metrics, refused, lease):
-        """The reply; ``query_of`` reads and checks a clip's message (the app's), ``refused(status,
-        message, kind)`` makes the app's refusal, ``lease(path)`` keeps the clip in the bounded audio
-        folder while it is answered."""
+    async def __call__(self, body: dict):
+        """The reply (the clip leased in the bounded clips folder while it is answered)."""
+        service = self.service
         started = time.perf_counter()
         messages = body["messages"]
         anchor = anchor_of(messages)
         last_user = max(i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user")
         choices = body.get("choices") if anchor == last_user else None
-        query = await query_of({"messages": [messages[anchor]], "choices": choices})
-        with lease(query.audio):
-            return await self._reply(body, query, anchor, started, metrics, refused)
+        deadline = self.options.request_timeout_s
+        async with service.clip({"messages": [messages[anchor]], "choices": choices}) as query:
+            try:  # the rounds, the calls and the upstream's answers, within the request's deadline
+                reply = self._reply(body, query, anchor, started, service.metrics, Refused)
+                return await asyncio.wait_for(reply, deadline)
+            except asyncio.TimeoutError:
+                raise Refused(504, f"the request took longer than {deadline:g} s", "timeout_error") from None
 
     async def _reply(self, body: dict, query, anchor: int, started: float, metrics, refused):
         messages = body["messages"]
@@ -115,7 +120,7 @@ class AgenticChat:
         async def ask(request):
             t0 = time.perf_counter()
             try:
-                return await self.options.upstream.complete(request)
+                return await self.service.upstream.complete(request)
             except UpstreamError as err:
                 metrics.upstream_errors.inc()
                 if err.status is not None:
@@ -138,10 +143,11 @@ class AgenticChat:
         forward = {k: v for k, v in body.items() if k != "stream"} | {"messages": shown}
         ours = [t for t in self.tool_ids if t not in selected]
         try:
-            outcome = await run_loop(ask, forward, ours, run_calls, self.options.max_tool_rounds)
+            options = self.options
+            outcome = await run_loop(ask, forward, ours, run_calls, options.max_tool_rounds, options.max_tool_calls)
         except ValueError as err:  # the upstream answered something that is not a chat completion
             metrics.upstream_errors.inc()
-            raise refused(502, f"upstream {self.options.upstream.name}: {err}", "upstream_error") from None
+            raise refused(502, f"the upstream's reply: {err}", "upstream_error") from None
         seconds |= {"upstream": upstream_seconds[0], "calls": sum(c.seconds for c in outcome.calls)}
         seconds["total"] = time.perf_counter() - started
         metrics.stage.labels("upstream").observe(seconds["upstream"])

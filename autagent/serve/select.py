@@ -1,0 +1,44 @@
+"""``POST /v1/select``: the plugin's choice of tools (and each tool's probability) for a clip and a
+question, without running them; ``explain: true`` adds why (per tool: probabilities, unfamiliar
+input, the back-off's say)."""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import Request
+from fastapi.responses import JSONResponse
+
+from .limits import Refused
+from .protocol import SELECT_REQUEST, openapi_body
+from .service import Service
+
+
+def add_select(app, service: Service) -> None:
+    @app.post("/v1/select", openapi_extra=openapi_body(SELECT_REQUEST, 404))
+    async def select(request: Request):
+        if service.plugin is None:
+            return service.refuse(
+                Refused(404, "no plugin: start the service with --plugin", "invalid_request_error"), "select"
+            )
+        return await service.admit(request, lambda body: _handle(service, body), "select")
+
+
+async def _handle(service: Service, body: dict):
+    plugin = service.plugin
+    parts = [{"type": "text", "text": str(body.get("question", ""))}]
+    if "audio_url" in body:
+        parts.append({"type": "audio_url", "audio_url": {"url": body["audio_url"]}})
+    else:
+        parts.append(
+            {"type": "input_audio", "input_audio": {"data": body.get("audio"), "format": body.get("format", "wav")}}
+        )
+    choices = body.get("choices") or []
+    async with service.clip({"messages": [{"role": "user", "content": parts}], "choices": choices}) as query:
+        tools = await asyncio.to_thread(plugin.select, query.audio, query.question, query.choices)
+        probabilities = await asyncio.to_thread(plugin.probabilities, query.audio, query.question, query.choices)
+        reply = {"tools": tools, "probabilities": probabilities, "plugin": plugin.content_hash}
+        if body.get("explain") is True:
+            reply["explain"] = await asyncio.to_thread(plugin.explain, query.audio, query.question, query.choices)
+    service.metrics.requests.labels("select", "200").inc()
+    return JSONResponse(reply)

@@ -1,0 +1,254 @@
+"""What every endpoint of ``autagent serve`` shares: the service's parts (settings, upstream, plugin,
+clips folder), its metrics, the admission (a 429 before anything is read once the service is full),
+OpenAI-shaped refusals, and reading a request's clip (fetched if remote and allowed, checked for size
+and length, leased in the bounded clips folder)."""
+
+from __future__ import annotations
+
+import asyncio
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+from fastapi.responses import JSONResponse, StreamingResponse
+
+from .limits import AudioStore, Refused, body_limit, read_json
+from .options import ServeOptions
+
+
+def internal_error(err: BaseException) -> str:
+    """What a client is told of a failure of ours: an id to quote, never the message (paths, URLs);
+    the traceback goes to the service's log under that id."""
+    import logging
+    import uuid
+
+    ref = uuid.uuid4().hex[:12]
+    logging.getLogger("autagent.serve").error("internal error %s", ref, exc_info=(type(err), err, err.__traceback__))
+    return f"internal error (reference {ref} in the service's log)"
+
+
+def error_body(message: str, kind: str, code: str | None = None) -> dict:
+    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+
+
+class Metrics:
+    def __init__(self):
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        self.registry = CollectorRegistry()
+        self.requests = Counter(
+            "autagent_requests", "Requests by endpoint and status", ["endpoint", "status"], registry=self.registry
+        )
+        self.errors = Counter(
+            "autagent_request_errors", "Refused or failed requests by kind", ["kind"], registry=self.registry
+        )
+        self.stage = Histogram(
+            "autagent_stage_seconds",
+            "Seconds per stage of a request",
+            ["stage"],
+            registry=self.registry,
+            buckets=(0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
+        )
+        self.tool_errors = Counter("autagent_tool_errors", "Tool records that failed", ["tool"], registry=self.registry)
+        self.upstream_errors = Counter("autagent_upstream_errors", "Upstream calls that failed", registry=self.registry)
+        self.in_flight = Gauge("autagent_in_flight", "Requests being handled or waiting", registry=self.registry)
+        self.threads = Gauge(
+            "autagent_threads",
+            "Threads by pool: work and stream are bounded pools, other is the rest",
+            ["pool"],
+            registry=self.registry,
+        )
+
+    def text(self) -> bytes:
+        import threading
+
+        from prometheus_client import generate_latest
+
+        pools = {"work": 0, "stream": 0, "other": 0}
+        for thread in threading.enumerate():
+            name = thread.name
+            if name == "tqdm_monitor":  # tqdm's own singleton, started and stopped with its bars
+                continue
+            pool = (
+                "work"
+                if name.startswith("autagent-work")
+                else "stream"
+                if name.startswith("autagent-stream_")
+                else "other"
+            )
+            pools[pool] += 1
+        for pool, count in pools.items():
+            self.threads.labels(pool).set(count)
+        return generate_latest(self.registry)
+
+
+@dataclass
+class Service:
+    """The running service: its settings and parts, and the state its endpoints share."""
+
+    options: ServeOptions
+    upstream: object
+    """An :class:`~.upstream.OpenAIUpstream`, :class:`~.upstream.LocalReasoner` or scripted caller."""
+    plugin: object | None = None
+    """A :class:`autagent.api.Plugin` applied in front of the upstream, or None (pass-through)."""
+    tools: object | None = None
+    """With --agentic and no plugin: the :class:`tools.pool.ToolPool` whose tools are offered."""
+    audio_store: AudioStore | None = None
+    """The bounded clips folder (shared with a reasoner in process)."""
+    tools_max_seconds: float = 30.0
+    """How much of a clip the tools hear (the run config's ``tools.max_seconds``)."""
+    metrics: Metrics = field(default_factory=Metrics)
+    admitted: int = 0
+    """Requests being handled or waiting."""
+    realtime: int = 0
+    """Realtime sessions open, and closed ones whose tool work has not stopped yet."""
+
+    def __post_init__(self):
+        if self.audio_store is None:
+            self.audio_store = AudioStore(self.options.audio_dir, self.options.audio_cache_bytes)
+        self.slots = asyncio.Semaphore(self.options.max_concurrency)
+        self._stream_pool = None
+        self.max_body = body_limit(self.options.max_audio_bytes)
+
+    @property
+    def max_audio_seconds(self) -> float:
+        return self.options.max_audio_seconds or self.tools_max_seconds
+
+    @property
+    def max_event_bytes(self) -> int:
+        """The largest realtime event: the whole clip's audio (at 48 kHz, 16-bit) in base64, and 64 KiB."""
+        return 4 * -(-int(self.max_audio_seconds * 48000 * 2) // 3) + (1 << 16)
+
+    def stream_pool(self):
+        """The bounded pool that runs the realtime sessions' tool work (two turns per session at most
+        at once: one buffering, one answered; a closed one's stops between tools)."""
+        if self._stream_pool is None:
+            from concurrent.futures import ThreadPoolExecutor
+
+            workers = 2 * self.options.max_realtime_sessions
+            self._stream_pool = ThreadPoolExecutor(workers, thread_name_prefix="autagent-stream")
+        return self._stream_pool
+
+    def refuse(self, err: Refused, endpoint: str) -> JSONResponse:
+        self.metrics.requests.labels(endpoint, str(err.status)).inc()
+        self.metrics.errors.labels(err.kind).inc()
+        return JSONResponse(error_body(str(err), err.kind), status_code=err.status, headers=err.headers)
+
+    async def read_body(self, request) -> dict:
+        """The request's JSON object, whole within ``--body-timeout-s`` (a 408 otherwise)."""
+        limit = self.options.body_timeout_s
+        try:
+            return await asyncio.wait_for(read_json(request, self.max_body), limit)
+        except asyncio.TimeoutError:
+            raise Refused(408, f"the request body did not arrive within {limit:g} s", "timeout_error") from None
+
+    @asynccontextmanager
+    async def clip(self, body: dict):
+        """The request's clip (fetched if remote and allowed, checked for size and length), question
+        and choices, the clip held in the bounded clips folder until the block ends (deleted at once
+        when refused); decoding, hashing and writing it run in a worker thread."""
+        query = await self._query(body)
+        try:
+            yield query
+        finally:
+            await asyncio.to_thread(self.audio_store.release, query.audio)
+
+    async def _query(self, body: dict):
+        from pathlib import Path
+
+        from tools.audio import AudioError
+
+        from ..reasoners.chat import BadRequest, read_query
+        from .limits import clip_seconds
+        from .remote import fetch, format_of
+
+        options, store = self.options, self.audio_store
+        hold = lambda raw, fmt: store.hold(raw, fmt, options.max_audio_bytes)  # noqa: E731
+        messages, choices = body.get("messages"), body.get("choices")
+        folder, limit = Path(options.audio_dir), options.max_audio_bytes
+        query = await asyncio.to_thread(read_query, messages, choices, folder, limit, hold)
+        try:
+            if query.remote:
+                if not options.allow_remote_audio:
+                    raise BadRequest("remote audio URLs are refused (start the service with --allow-remote-audio)")
+                url = query.remote["url"]
+                raw = await fetch(
+                    url, options.max_audio_bytes, options.allow_private_audio_hosts, timeout_s=options.remote_timeout_s
+                )
+                query.audio = str(await asyncio.to_thread(hold, raw, format_of(url, raw)))
+            try:
+                seconds = await asyncio.to_thread(clip_seconds, query.audio, self.max_audio_seconds)
+            except AudioError as err:
+                raise BadRequest(f"the audio cannot be used: {str(err).split(': ', 1)[-1]}") from None
+            if seconds > self.max_audio_seconds:
+                hint = " (the tools hear at most that)" if self.max_audio_seconds == self.tools_max_seconds else ""
+                raise BadRequest(f"the audio is longer than {self.max_audio_seconds:g} s{hint}")
+        except BaseException:
+            if query.audio:
+                await asyncio.to_thread(store.release, query.audio, True)  # refused: not kept
+            raise
+        query.seconds = seconds
+        return query
+
+    async def admit(self, request, handler, endpoint: str):
+        """``handler(body)`` once admitted (a 429 before anything is read when the service is full), the
+        body read (within its deadline, in the queue: a slowly dripped body holds no slot) and a slot
+        held; a streamed reply (:class:`HeldStream`) keeps the slot until its last line."""
+        from ..reasoners.chat import BadRequest
+
+        options = self.options
+        if self.admitted >= options.max_concurrency + options.max_queue:
+            too_many = Refused(429, "too many requests: try again shortly", "rate_limit_error", {"Retry-After": "1"})
+            return self.refuse(too_many, endpoint)
+        self.admitted += 1
+        self.metrics.in_flight.inc()
+        released = False
+
+        def release():
+            nonlocal released
+            if not released:
+                released = True
+                self.slots.release()
+                self.admitted -= 1
+                self.metrics.in_flight.dec()
+
+        try:
+            body = await self.read_body(request)
+        except BaseException as err:
+            self.admitted -= 1
+            self.metrics.in_flight.dec()
+            if isinstance(err, Refused):
+                return self.refuse(err, endpoint)
+            raise
+        try:
+            await self.slots.acquire()
+        except BaseException:
+            self.admitted -= 1
+            self.metrics.in_flight.dec()
+            raise
+        response = None
+        try:
+            response = await handler(body)
+            return response
+        except Refused as err:
+            return self.refuse(err, endpoint)
+        except BadRequest as err:
+            return self.refuse(Refused(400, str(err), "invalid_request_error"), endpoint)
+        finally:
+            if isinstance(response, HeldStream):
+                response.release = release
+            else:
+                release()
+
+
+class HeldStream(StreamingResponse):
+    """A streamed reply that keeps its request's slot until the stream ends (``release`` is set by
+    the admission and called when the last line is sent or the client goes away)."""
+
+    release = None
+
+    async def __call__(self, scope, receive, send):
+        try:
+            await super().__call__(scope, receive, send)
+        finally:
+            if self.release is not None:
+                self.release()
