@@ -422,7 +422,7 @@ def cmd_report(args) -> int:
 
     try:
         if args.report_command == "record":
-            print(record(args.folder, args.name, commit=args.commit, about=args.about))
+            print(record(args.folder, args.name, commit=args.commit, about=args.about, test=args.test))
             return 0
         differ = write_tables(args.root, check=args.check)
     except TableError as err:
@@ -605,6 +605,7 @@ def build_parser() -> argparse.ArgumentParser:
     rec.add_argument("--as", dest="name", required=True, help="the record's name, as tables name it")
     rec.add_argument("--commit", help="the commit that made it (default: HEAD of the checkout holding it)")
     rec.add_argument("--about", help="a few words saying what it is, shown under each table using it")
+    rec.add_argument("--test", help="a sweep's extra test set (its also_test name) instead of its test split")
     rec.set_defaults(func=cmd_report)
     tab = rep.add_parser("tables", help="rewrite the README's and docs' tables (<!-- table: NAME -->) from records")
     tab.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 naming each table that differs")

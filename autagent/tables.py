@@ -81,19 +81,24 @@ def record_run(run_dir: Path) -> dict:
     }
 
 
-def record_sweep(sweep_dir: Path) -> dict:
-    """What the tables need of a finished sweep: each variant's accuracy and tools per seed, the baselines."""
+def record_sweep(sweep_dir: Path, test: str | None = None) -> dict:
+    """What the tables need of a finished sweep: each variant's accuracy and tools per seed, the baselines;
+    with ``test``, those of the sweep's extra test set of that name (``also_test``)."""
     summary = _read_json(sweep_dir / "summary.json")
+    prefix = f"also/{test}/" if test else ""
     variants = {}
     for name, v in summary.get("variants", {}).items():
         variants[name] = {"label": name} | {
-            key: {"values": v[key]["values"]} for key in ("accuracy", "avg_tools") if key in v
+            key: {"values": v[prefix + key]["values"]} for key in ("accuracy", "avg_tools") if prefix + key in v
         }
+    if test and not any(len(v) > 1 for v in variants.values()):
+        raise TableError(f"{sweep_dir / 'summary.json'}: no test set {test!r} (the sweep's also_test)")
     if not variants:
         raise TableError(f"{sweep_dir / 'summary.json'}: no variants (is it a finished sweep's?)")
     from .report import label
 
-    baselines = {k: {"label": label(k)} | b for k, b in summary.get("baselines", {}).items()}
+    found = (summary.get("also_baselines") or {}).get(test, {}) if test else summary.get("baselines", {})
+    baselines = {k: {"label": label(k)} | b for k, b in found.items()}
     return {
         "kind": "sweep",
         "source": f"autagent sweep {summary.get('sweep', '?')}: {sweep_dir}/summary.json",
@@ -103,13 +108,15 @@ def record_sweep(sweep_dir: Path) -> dict:
     }
 
 
-def record(folder: str | Path, name: str, commit: str | None = None, about: str | None = None) -> Path:
+def record(
+    folder: str | Path, name: str, commit: str | None = None, about: str | None = None, test: str | None = None
+) -> Path:
     """Write ``docs/results/<name>.json`` from a run folder (``metrics.json``) or a sweep's (``summary.json``)."""
     folder = Path(folder)
     if (folder / "metrics.json").exists():
         made, done = record_run(folder), folder / "metrics.json"
     elif (folder / "summary.json").exists():
-        made, done = record_sweep(folder), folder / "summary.json"
+        made, done = record_sweep(folder, test), folder / "summary.json"
     else:
         raise TableError(f"{folder}: neither a run folder (metrics.json) nor a sweep's (summary.json)")
     if not re.fullmatch(r"[\w.-]+", name):

@@ -59,8 +59,16 @@ def _checkout(tmp_path: Path, monkeypatch) -> Path:
     summary = {
         "sweep": "experiments/sweeps/seeds.yaml",
         "seeds": [0, 1, 2],
-        "variants": {"router": {"accuracy": _mean_std([0.6, 0.7, 0.65]), "avg_tools": _mean_std([0.9, 1.1, 1.0])}},
+        "variants": {
+            "router": {
+                "accuracy": _mean_std([0.6, 0.7, 0.65]),
+                "avg_tools": _mean_std([0.9, 1.1, 1.0]),
+                "also/draw7/accuracy": _mean_std([0.5, 0.55, 0.6]),
+                "also/draw7/avg_tools": _mean_std([1.0, 1.0, 1.2]),
+            }
+        },
         "baselines": {"no_tool": {"accuracy": 0.3, "avg_tools": 0.0}},
+        "also_baselines": {"draw7": {"no_tool": {"accuracy": 0.25, "avg_tools": 0.0}}},
     }
     (sweep / "summary.json").write_text(json.dumps(summary))
     assert main(["report", "record", str(sweep), "--as", "seeds", "--commit", "abc1234"]) == 0
@@ -126,3 +134,15 @@ def test_check_fails_on_a_hand_edited_figure_and_names_the_table(tmp_path, monke
 
 def test_the_projects_tables_are_what_their_records_give():
     assert write_tables(ROOT, check=True) == []
+
+
+def test_a_sweeps_extra_test_set_is_recorded_apart(tmp_path, monkeypatch, capsys):
+    """``--test draw7``: the variants' figures and the baselines of the sweep's ``also_test`` set."""
+    _checkout(tmp_path, monkeypatch)
+    sweep = tmp_path / "runs" / "sweeps" / "seeds"
+    assert main(["report", "record", str(sweep), "--as", "seeds_draw7", "--test", "draw7"]) == 0
+    made = json.loads((tmp_path / "docs" / "results" / "seeds_draw7.json").read_text())
+    assert made["variants"]["router"]["accuracy"] == {"values": [0.5, 0.55, 0.6]}
+    assert made["baselines"]["no_tool"]["accuracy"] == 0.25
+    assert main(["report", "record", str(sweep), "--as", "nothing", "--test", "draw8"]) == 2
+    assert "no test set 'draw8'" in capsys.readouterr().err
