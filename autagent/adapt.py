@@ -75,6 +75,7 @@ def adapt_config(
         return load_config(config, settings)
     base = dict(manifest.get("training_config") or {})
     base.pop("eval_reasoner", None)  # adapting trains against one reasoner; evaluation is autagent eval's
+    base.pop("table", None)  # the table and its cross-validation are the adaptation's, not the source run's
     return config_from_mapping(base, settings, f"{plugin}/manifest.json training_config (--config to use another)")
 
 

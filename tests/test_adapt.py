@@ -298,3 +298,22 @@ def test_the_price_check_says_what_the_price_means_against_a_reasoner():
     }
     assert price_check(block, 0.05) == {"price": 0.05, "no_tool": 0.0, "all_tools": -0.177, "oracle_labels": 0.174}
     assert price_check(block, 0.01)["all_tools"] == 0.103 and price_check({}, 0.01) == {}
+
+
+def test_an_adaptation_takes_its_table_settings_from_adapt_not_from_the_source_run(monkeypatch):
+    """The source plugin's recorded config may carry table settings of its own run (the one-standard-error
+    rule, another grid): the adaptation's are ADAPT_DEFAULTS' and the user's, the rest is the plugin's."""
+    from autagent import adapt
+
+    recorded = {
+        "name": "source",
+        "seed": 3,
+        "grpo": {"steps": 7},
+        "table": {"crossval": {"one_se": True, "folds": 2, "grid": {"grpo.steps": [1]}}, "budget": 5},
+    }
+    monkeypatch.setattr(adapt, "read_manifest", lambda _: {"policy": "router", "training_config": recorded})
+    config = adapt.adapt_config("plugin", "cascade", "out", budget=100, tool_cost=0.01)
+    assert config.table.crossval.one_se is False and config.table.crossval.folds == 4 and config.table.budget == 100
+    assert config.table.crossval.grid == adapt.ADAPT_DEFAULTS["table.crossval.grid"]
+    assert config.seed == 3 and config.reasoner.kind == "cascade" and config.reward.tool_cost == 0.01
+    assert config.grpo.steps == adapt.ADAPT_DEFAULTS["grpo.steps"] and config.name == "adapt-out"
