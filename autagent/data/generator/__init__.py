@@ -192,12 +192,12 @@ def generate(config: EmbeddedBenchmarkConfig, progress: bool = True) -> dict[str
         return outputs
     stamp_path.unlink(missing_ok=True)
     aside = (config.listening_share, listening_kinds)
-    for split, size in config.sizes.items():
-        jobs = [(str(root), split, i, config.seed, kinds, aside) for i in range(size)]
-        with ProcessPoolExecutor(max_workers=max(1, config.workers)) as pool:
+    with ProcessPoolExecutor(max_workers=max(1, config.workers)) as pool:  # one pool: its workers start once
+        for split, size in config.sizes.items():
+            jobs = [(str(root), split, i, config.seed, kinds, aside) for i in range(size)]
             rows = list(
                 tqdm(pool.map(_make_one, jobs, chunksize=4), total=size, desc=f"generate {split}", disable=not progress)
             )
-        write_mmau([Sample(**row) for row in rows], outputs[split])
+            write_mmau([Sample(**row) for row in rows], outputs[split])
     stamp_path.write_text(json.dumps(stamp))
     return outputs
