@@ -6,10 +6,10 @@ gains nothing from the chord tool).  Adapting is training with three changes (:m
 
 * a **warm start** (``policy.init_from``): the plugin's routers start the policy and are the KL
   reference, so what it knew stays unless the new reasoner's answers say otherwise;
-* an **answer table** asked before training (``table``): no tool, each tool alone and all tools per
-  training query, within ``--budget`` distinct answers (answers already in the cache are free), read by
+* an **answer table** asked before training (``table``): no tool, each tool alone, all tools and all but
+  each one per training query, within ``--budget`` distinct answers (answers already in the cache are free), read by
   the exact expected-reward objective (``grpo.objective: expected``);
-* **cross-validated settings** (``table.crossval``): the training price and the learning rate chosen on
+* **cross-validated settings** (``table.crossval``): the training price and the KL weight chosen on
   the training queries' table by 4-fold cross-validation, at the user's price ``--tool-cost`` (default
   0: accuracy alone; the plugin's own price was set for the reasoner it was trained against).
 
@@ -28,17 +28,14 @@ from .manifest import read_manifest
 ADAPT_DEFAULTS = {
     "reward.tool_cost": 0.0,
     "table.enabled": True,
-    "table.design": ["empty", "singles", "all"],
+    "table.design": ["empty", "singles", "all", "leave_one_out"],
     "grpo.objective": "expected",
     "grpo.steps": 150,
     "grpo.batch_size": 16,
     "grpo.beta": 0.04,
     "grpo.inner_epochs": 1,
     "table.crossval.folds": 4,
-    "table.crossval.grid": {
-        "reward.tool_cost": [0.0, 0.01, 0.02, 0.05],
-        "grpo.learning_rate": [0.001, 0.003],
-    },
+    "table.crossval.grid": {"reward.tool_cost": [0.0, 0.02], "grpo.beta": [0.0, 0.01, 0.04]},
     "logging.wandb": False,
 }
 """What ``autagent adapt`` sets on the plugin's own training config (``--set`` overrides any of them)."""
