@@ -167,11 +167,11 @@ def record_event(run_dir: Path, state, event: str, **fields) -> None:
 
 def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | None = None):
     """The plugin's ``select_many``, after the plugin's tools have become the run's (``config.tools`` is
-    updated in place; see :func:`autagent.plugin.run_tools`)."""
+    updated in place; see :func:`autagent.api.run_tools`)."""
     if plugin_dir is None:
         return None
-    from .manifest import read_manifest
-    from .plugin import load, run_tools
+    from .api import load, run_tools
+    from .plugin.manifest import read_manifest
 
     config.tools, extra = run_tools(config.tools, read_manifest(plugin_dir, expected_sha256))
     plugin = load(
@@ -430,7 +430,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
             answers |= {"evaluation_asked_s": asked.seconds, "evaluation_computed_s": computed.seconds}
             answers["evaluation_asked_s"] -= answers["training_asked_s"]
             answers["evaluation_computed_s"] -= answers["training_computed_s"]
-        from .manifest import update_card
+        from .plugin.manifest import update_card
 
         with phases("card"):  # the card gains the run's table
             content = update_card(plugin_dir, metrics if splits.test and evaluate else None)

@@ -189,7 +189,7 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
 def selection_check(run_dir: Path, spec: dict) -> dict:
     """The run's plugin and Tools-with-Descriptions on the labelled transfer questions
     (:mod:`autagent.selection_check`), computed once per run into ``selection_check.json``."""
-    from .plugin import load
+    from .api import load
     from .selection_check import check, description_selector, load_labelled
 
     path = run_dir / "selection_check.json"

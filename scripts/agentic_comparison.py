@@ -117,11 +117,11 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     from autagent.agentic import AgenticRun, build_caller
+    from autagent.api import load, run_tools
     from autagent.cli import _overrides
     from autagent.config import load_config
-    from autagent.manifest import read_manifest
     from autagent.pipeline import load_splits, tool_records
-    from autagent.plugin import load, run_tools
+    from autagent.plugin.manifest import read_manifest
     from autagent.policies.baselines import DescriptionSelector
     from autagent.reasoners import build_reasoner
     from autagent.reasoners.base import CachedReasoner

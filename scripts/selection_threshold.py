@@ -29,10 +29,10 @@ def main(argv=None) -> None:
 
     import numpy as np
 
+    from autagent.api import load
     from autagent.config import load_config
     from autagent.evaluate import run_method
     from autagent.pipeline import load_splits, tool_records
-    from autagent.plugin import load
     from autagent.reasoners import build_reasoner
     from autagent.selection_check import load_labelled, score
 

@@ -211,7 +211,7 @@ def trained(tiny_bench, tmp_path_factory):
 
 
 def test_a_warm_started_router_selects_as_its_source_and_keeps_it_as_reference(trained, tiny_bench, tmp_path):
-    from autagent.plugin import load
+    from autagent.api import load
     from autagent.policies.router.warm import load_warm_start
 
     _, _, plugin_dir = trained
@@ -232,7 +232,7 @@ def test_a_warm_started_router_selects_as_its_source_and_keeps_it_as_reference(t
 
 
 def test_autagent_adapt_spends_at_most_its_budget_cross_validates_and_says_so(trained, tiny_bench, tmp_path, capsys):
-    from autagent.plugin import load
+    from autagent.api import load
 
     _, _, plugin_dir = trained
     out = tmp_path / "adapted"

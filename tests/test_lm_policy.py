@@ -174,7 +174,7 @@ def test_an_lm_plugin_loads_on_a_device_in_its_dtype_and_selects_in_batches(tiny
     as one at a time."""
     import dataclasses
 
-    from autagent.plugin import load
+    from autagent.api import load
 
     config, run_dir = tiny_lm_config
     if not (run_dir / "plugin" / "manifest.json").exists():
@@ -414,7 +414,7 @@ def test_lora_trains_adapters_over_one_frozen_copy_and_the_plugin_selects_as_in_
     and the loaded plugin gives the trained model's log-probabilities and greedy selections."""
     from transformers import Qwen2AudioForConditionalGeneration
 
-    from autagent.plugin import load
+    from autagent.api import load
     from autagent.policies.lm.plugin import LMPlugin, export_lm
     from autagent.policies.lm.rollout import completion_logprob
 

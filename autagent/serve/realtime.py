@@ -349,7 +349,7 @@ class Conversation:
         """Every ``response.create`` ends in ``response.done`` (``failed`` after an ``error`` event when
         anything went wrong: the tools, the upstream, an empty reply), unless the client left."""
         from ..agentic import message_of
-        from ..stream import SessionClosed
+        from ..plugin.stream_session import SessionClosed
         from .upstream import UpstreamError
 
         response_id, item_id = ev.new_id("resp"), ev.new_id("item")
@@ -391,7 +391,7 @@ class Conversation:
         self.last_item = item_id
 
     async def result_of(self, turn: Turn):
-        """The committed clip's :class:`autagent.stream.StreamResult` (a bare one without a plugin), its
+        """The committed clip's :class:`autagent.plugin.stream_session.StreamResult` (a bare one without a plugin), its
         clip held in the service's bounded folder (the caller releases it)."""
         if turn.stream is not None:
             return await asyncio.wrap_future(turn.stream.result())
@@ -399,7 +399,7 @@ class Conversation:
 
         from tools.stream import wav_bytes
 
-        from ..stream import StreamResult
+        from ..plugin.stream_session import StreamResult
 
         if not turn.pcm:
             raise ValueError("the audio buffer is empty: append audio before committing it")

@@ -11,8 +11,8 @@ from safetensors.torch import load_file, save_file
 
 from tools import get_tool
 
-from ...manifest import export_plugin, read_manifest, write_manifest
-from ...trust import PluginError, file_digest
+from ...plugin.manifest import export_plugin, read_manifest, write_manifest
+from ...plugin.trust import PluginError, file_digest
 from .backoff import Backoff, BackoffConfig
 from .ensemble import build
 from .features import Featurizer

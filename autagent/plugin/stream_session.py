@@ -34,7 +34,7 @@ import numpy as np
 
 from tools.stream import ClipStream, ClipTooLong, PatchScores, wav_bytes
 
-from .reasoners.chat import store_audio, with_records
+from ..reasoners.chat import store_audio, with_records
 
 __all__ = ["ClipTooLong", "SessionClosed", "StreamResult", "StreamSession"]
 
