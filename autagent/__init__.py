@@ -20,6 +20,10 @@ __all__ = ["Plugin"]
 MOVED = {
     "autagent.card": "autagent.plugin.card",
     "autagent.manifest": "autagent.plugin.manifest",
+    "autagent.model_shapes": "autagent.policies.lm.plan.shapes",
+    "autagent.plan": "autagent.policies.lm.plan.arithmetic",
+    "autagent.plan_report": "autagent.policies.lm.plan.report",
+    "autagent.plan_terms": "autagent.policies.lm.plan.terms",
     "autagent.stream": "autagent.plugin.stream_session",
     "autagent.trust": "autagent.plugin.trust",
 }

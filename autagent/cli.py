@@ -402,7 +402,7 @@ def cmd_mcp(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from .plan_report import main_plan
+    from .policies.lm.plan.report import main_plan
 
     table, fits = main_plan(_config(args), args.gpu_memory, args.prompt_tokens)
     print(table)

@@ -317,7 +317,7 @@ def refuse_what_will_not_fit(config: RunConfig) -> None:
 
     if config.policy.kind != "lm" or config.policy.lm.use_cpu or not torch.cuda.is_available():
         return
-    from .plan_report import refusal
+    from .policies.lm.plan.report import refusal
 
     card = torch.cuda.get_device_properties(torch.cuda.current_device())
     message = refusal(config, card.total_memory / 1e9)

@@ -146,7 +146,7 @@ def test_the_plan_counts_the_merge_or_the_unmerged_adapters(merge):
     """Merged sampling: the merge's transient (one adapted weight at a time; what it keeps is in host memory)
     and the base's working set; unmerged: the adapters' fp32 working set beside it."""
     from autagent.config import load_config
-    from autagent.plan import plan_training
+    from autagent.policies.lm.plan.arithmetic import plan_training
 
     config = load_config("experiments/paper_qwen2audio_1gpu.yaml", {"policy.lm.rollout.merge_adapters": merge})
     moments = dict(plan_training(config, 1520).phases[(2, "sampling")])
