@@ -18,13 +18,19 @@ __version__ = "0.1.0"
 __all__ = ["Plugin"]
 
 MOVED = {
+    "autagent.backoff_fit": "autagent.evaluation.backoff_fit",
     "autagent.card": "autagent.plugin.card",
+    "autagent.evaluate": "autagent.evaluation.harness",
     "autagent.manifest": "autagent.plugin.manifest",
     "autagent.model_shapes": "autagent.policies.lm.plan.shapes",
+    "autagent.phases": "autagent.evaluation.phases",
     "autagent.plan": "autagent.policies.lm.plan.arithmetic",
     "autagent.plan_report": "autagent.policies.lm.plan.report",
     "autagent.plan_terms": "autagent.policies.lm.plan.terms",
+    "autagent.report": "autagent.evaluation.report",
+    "autagent.selection_check": "autagent.evaluation.selection_check",
     "autagent.stream": "autagent.plugin.stream_session",
+    "autagent.tables": "autagent.evaluation.tables",
     "autagent.trust": "autagent.plugin.trust",
 }
 """Old module -> where it lives now: ``import autagent.trust`` gives :mod:`autagent.plugin.trust` itself."""

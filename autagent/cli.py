@@ -237,7 +237,7 @@ def cmd_eval(args) -> int:
 
 
 def _print_summary(metrics: dict) -> None:
-    from .report import label
+    from .evaluation.report import label
 
     print(f"{metrics['dataset']} | {metrics['reasoner']} | n = {metrics['n']}")
     for name, m in metrics["methods"].items():
@@ -333,7 +333,7 @@ def cmd_plugin_sign(args) -> int:
 
 
 def cmd_plugin_backoff(args) -> int:
-    from .backoff_fit import backoff_copy
+    from .evaluation.backoff_fit import backoff_copy
     from .pipeline import load_splits
 
     config = _config(args)
@@ -347,7 +347,7 @@ def cmd_plugin_backoff(args) -> int:
 
 def cmd_check_selection(args) -> int:
     from .api import load
-    from .selection_check import check, description_selector, load_labelled, per_tool_table, table
+    from .evaluation.selection_check import check, description_selector, load_labelled, per_tool_table, table
 
     items = load_labelled(args.queries, args.audio_dir)
     selectors, tools = {}, None
@@ -418,7 +418,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .tables import TableError, record, write_tables
+    from .evaluation.tables import TableError, record, write_tables
 
     try:
         if args.report_command == "record":

@@ -24,7 +24,7 @@ from tools.pool import ToolPool
 
 from .config import ConfigError, RunConfig, save_config, to_dict
 from .data.sample import Sample
-from .phases import Clock, Phases, per_router_steps, timings_of
+from .evaluation.phases import Clock, Phases, per_router_steps, timings_of
 
 log = logging.getLogger("autagent")
 
@@ -214,7 +214,7 @@ def run_eval(
     ``policy_select`` and ``reasoner``, when given, are used as they are (right after training: the
     trained model and the reasoner already in memory) instead of loading the plugin and building a
     reasoner; a reasoner passed in is left open for the caller."""
-    from .evaluate import AGENTIC_METHODS, evaluate, price_check, tool_error_counts, write_outputs
+    from .evaluation.harness import AGENTIC_METHODS, evaluate, price_check, tool_error_counts, write_outputs
     from .reasoners import build_reasoner
 
     if samples is None:
@@ -389,13 +389,13 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
             return None
         fit = config.policy.kind == "router" and config.policy.router.backoff and not config.policy.init_from
         if fit:  # fitted on the plugin, not trained (a warm start keeps its source's)
-            from .backoff_fit import fit_backoff
+            from .evaluation.backoff_fit import fit_backoff
 
             with phases("back-off fit"):
                 fitted = fit_backoff(plugin_dir, splits.train, splits.dev, config.policy.router.backoff)
             summary["backoff"] = {k: v for k, v in fitted.items() if k != "curve"}
         if config.policy.kind == "router":
-            from .report import plot_training
+            from .evaluation.report import plot_training
 
             with phases("training plot"):
                 plot_training(run_dir / "train_log.jsonl", run_dir / "training.png", config.tools.tool_ids)
@@ -442,7 +442,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
     metrics["timings"] = timings_of(phases, pool, answers, routers)
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     if "methods" in metrics:
-        from .report import markdown_report
+        from .evaluation.report import markdown_report
 
         (run_dir / "report.md").write_text(markdown_report(metrics))  # the evaluation's, and the phase table
         logger.log({f"test/{name}": m["accuracy"] for name, m in metrics["methods"].items()})

@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def measure(run, samples, records, subsets, select_seconds, tool_ids, cost, labelled=None, optional=()) -> dict:
     """One row on one dataset: accuracy (or, on the transfer set, tool F1) and the loop's figures;
     ``cost``: each tool's seconds per clip on an empty cache."""
-    from autagent.selection_check import score
+    from autagent.evaluation.selection_check import score
     from rewards.scoring import is_correct
 
     items = run.run(samples, records, subsets, tool_ids)
@@ -120,12 +120,12 @@ def main(argv=None) -> None:
     from autagent.api import load, run_tools
     from autagent.cli import _overrides
     from autagent.config import load_config
+    from autagent.evaluation.selection_check import load_labelled
     from autagent.pipeline import load_splits, tool_records
     from autagent.plugin.manifest import read_manifest
     from autagent.policies.baselines import DescriptionSelector
     from autagent.reasoners import build_reasoner
     from autagent.reasoners.base import CachedReasoner
-    from autagent.selection_check import load_labelled
 
     config = load_config(args.config, _overrides(args.set))
     config.tools.executor = "local"  # records come from the tool cache

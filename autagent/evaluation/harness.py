@@ -27,10 +27,10 @@ from pathlib import Path
 
 from rewards.scoring import is_correct, official_correct
 
-from .agentic import AgenticConfig, AgenticRun, ItemResult
-from .data.sample import Sample
-from .policies.baselines import DescriptionSelector, RandomSelector, all_subsets
-from .reasoners.base import ask_with_records
+from ..agentic import AgenticConfig, AgenticRun, ItemResult
+from ..data.sample import Sample
+from ..policies.baselines import DescriptionSelector, RandomSelector, all_subsets
+from ..reasoners.base import ask_with_records
 
 Subset = tuple[str, ...]
 METHODS = (
@@ -292,7 +292,7 @@ def evaluate(
 ) -> tuple[dict, dict[str, MethodResult]]:
     """Run ``methods`` and return (the ``methods`` block of metrics.json, raw results by name); the
     agentic methods need ``agentic`` (the loop's caller)."""
-    from .progress import progress as tqdm
+    from ..progress import progress as tqdm
 
     tool_ids = tuple(tool_ids)
     check_methods(methods, tool_ids)

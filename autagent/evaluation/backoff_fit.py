@@ -14,10 +14,10 @@ from pathlib import Path
 
 import torch
 
-from .api import load
-from .plugin.trust import PluginError, file_digest
-from .policies.router.backoff import Backoff, BackoffConfig
-from .policies.router.plugin import RouterPlugin, attach_backoff
+from ..api import load
+from ..plugin.trust import PluginError, file_digest
+from ..policies.router.backoff import Backoff, BackoffConfig
+from ..policies.router.plugin import RouterPlugin, attach_backoff
 from .selection_check import load_labelled
 
 
