@@ -18,8 +18,10 @@ __version__ = "0.1.0"
 __all__ = ["Plugin"]
 
 MOVED = {
+    "autagent.agentic": "autagent.reasoners.tool_loop",
     "autagent.backoff_fit": "autagent.evaluation.backoff_fit",
     "autagent.card": "autagent.plugin.card",
+    "autagent.encoders": "autagent.reasoners.encoders",
     "autagent.evaluate": "autagent.evaluation.harness",
     "autagent.manifest": "autagent.plugin.manifest",
     "autagent.model_shapes": "autagent.policies.lm.plan.shapes",
@@ -31,6 +33,7 @@ MOVED = {
     "autagent.selection_check": "autagent.evaluation.selection_check",
     "autagent.stream": "autagent.plugin.stream_session",
     "autagent.tables": "autagent.evaluation.tables",
+    "autagent.tiny_models": "autagent.testing.tiny_models",
     "autagent.trust": "autagent.plugin.trust",
 }
 """Old module -> where it lives now: ``import autagent.trust`` gives :mod:`autagent.plugin.trust` itself."""

@@ -187,7 +187,7 @@ def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | No
 def agentic_run(config: RunConfig, reasoner_config, reasoner):
     """The agentic methods' loop: the caller ``eval.agentic.caller`` names, the run's tool pool for calls
     that name a window, as many items at once as an endpoint takes (one for the scripted caller)."""
-    from .agentic import AgenticRun, EndpointCaller, build_caller
+    from .reasoners.tool_loop import AgenticRun, EndpointCaller, build_caller
 
     try:
         caller = build_caller(config.eval.agentic, reasoner_config, reasoner)

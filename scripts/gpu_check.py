@@ -100,7 +100,7 @@ def settings(run: dict, device: str) -> dict:
 def model_folder(shape: str, folder: Path) -> Path:
     from autagent.policies.lm.prompt import AGENT_PROMPT
     from autagent.policies.lm.recipe import build_tiny_policy
-    from autagent.tiny_models import write_qwen2_audio_shapes
+    from autagent.testing.tiny_models import write_qwen2_audio_shapes
 
     if shape == "tiny":
         return build_tiny_policy(folder)

@@ -307,10 +307,10 @@ def test_a_multi_turn_conversation_is_selected_for_once_per_clip(tmp_path, asr_p
 def test_the_scripted_caller_asks_for_the_best_described_tool_then_a_second_only_when_the_first_does_not_settle(
     tmp_path, click_wav
 ):
-    from autagent.agentic import file_audio_part, user_message
     from autagent.data.sample import Sample
     from autagent.reasoners import ReasonerConfig, build_reasoner
     from autagent.reasoners.scripted import ScriptedCaller, ScriptedCallerConfig
+    from autagent.reasoners.tool_loop import file_audio_part, user_message
     from tools.registry import function_tools
 
     reasoner = build_reasoner(ReasonerConfig(), tmp_path / "answers")

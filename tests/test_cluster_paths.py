@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from autagent import tiny_models as tiny
+from autagent.testing import tiny_models as tiny
 from tools import ToolRunner
 
 

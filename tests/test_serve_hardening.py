@@ -398,9 +398,9 @@ def test_remote_audio_never_reaches_a_private_or_loopback_address_unless_allowed
 
 def test_every_in_memory_cache_stays_under_its_bound_over_a_long_run(tmp_path, monkeypatch):
     from autagent.data.sample import Sample
-    from autagent.encoders import AudioEncoder, TextEncoder
     from autagent.reasoners import base, embedded, hearing
     from autagent.reasoners.base import CachedReasoner, Reply
+    from autagent.reasoners.encoders import AudioEncoder, TextEncoder
     from tools.memo import BoundedMemo
 
     memo = BoundedMemo(4, max_bytes=1000, size=len)

@@ -348,8 +348,8 @@ class Conversation:
     async def _respond(self, turn: Turn, user_text: str | None) -> None:
         """Every ``response.create`` ends in ``response.done`` (``failed`` after an ``error`` event when
         anything went wrong: the tools, the upstream, an empty reply), unless the client left."""
-        from ..agentic import message_of
         from ..plugin.stream_session import SessionClosed
+        from ..reasoners.tool_loop import message_of
         from .upstream import UpstreamError
 
         response_id, item_id = ev.new_id("resp"), ev.new_id("item")

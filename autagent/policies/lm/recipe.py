@@ -13,7 +13,7 @@ from .config import LMPolicyConfig
 def build_tiny_policy(directory: Path, seed: int = 0) -> Path:
     """A tiny random Qwen2-Audio whose tokenizer knows the agent's and the reasoner's prompts."""
     from ...reasoners.prompts import BASELINE, WITH_TOOLS
-    from ...tiny_models import build_tiny_qwen2_audio
+    from ...testing.tiny_models import build_tiny_qwen2_audio
     from .prompt import AGENT_PROMPT
 
     return build_tiny_qwen2_audio(directory, seed, prompts=(BASELINE, WITH_TOOLS, AGENT_PROMPT))

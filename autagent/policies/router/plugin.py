@@ -69,7 +69,7 @@ def export_router(
 
 def check_encoders(manifest: dict) -> None:
     """The text and audio encoders installed here must be the very ones the plugin was trained on."""
-    from ...encoders import AudioEncoder, text_encoder
+    from ...reasoners.encoders import AudioEncoder, text_encoder
 
     wanted = manifest.get("encoders") or {}
     here = {"text": text_encoder(None).describe(), "audio": AudioEncoder.describe() if wanted.get("audio") else None}
