@@ -33,7 +33,7 @@ def _plugin(folder, biases, tools=TOOLS):
 
 def test_every_registered_tool_is_an_openai_function_tool_whose_only_arguments_are_a_window():
     from tools import registered
-    from tools.window import Window, WindowError
+    from tools.clip_window import Window, WindowError
 
     for spec in registered():
         tool = spec.function
@@ -63,8 +63,8 @@ def test_a_window_is_cut_from_the_clip_and_cached_under_the_clip_and_the_window(
     """Clicks at 120 BPM over 10 s: the tempo tool given 2-6 s hears four seconds of them (beats inside
     0-4 s), the same window again is a cache hit, the whole clip keeps its own record, and a window
     after the clip's end is an error record naming the clip and the window."""
+    from tools.clip_window import Window
     from tools.pool import PoolConfig, ToolPool
-    from tools.window import Window
 
     path = str(click_wav[0])
     pool = ToolPool(PoolConfig(executor="local", cache_dir=str(tmp_path / "cache"), enabled=["tempo"]))
@@ -191,8 +191,8 @@ def test_an_upstream_that_calls_two_tools_in_two_rounds_gets_both_records_and_an
     then answers; it was offered only the tools not selected, got both records as `tool` messages
     (the same records the pool gives), and the client gets its answer with every call listed."""
     from autagent.reasoners.prompts import shown
+    from tools.clip_window import Window
     from tools.pool import PoolConfig, ToolPool
-    from tools.window import Window
 
     def script(body, turn):
         return {

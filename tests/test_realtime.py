@@ -29,8 +29,8 @@ def calls_plugin(tmp_path_factory):
 
 def _pcm(path, tmp_path, name: str):
     """The clip as 24 kHz 16-bit samples, and the WAV a client posting the same samples whole sends."""
+    from tools.arriving import wav_bytes
     from tools.audio import load_audio
-    from tools.stream import wav_bytes
 
     pcm = np.round(np.clip(load_audio(path, RATE).samples, -1, 1) * 32767).astype(np.int16)
     out = tmp_path / f"{name}-24k.wav"
@@ -378,16 +378,16 @@ def test_a_closed_sessions_work_stops_between_tools_and_counts_until_it_has(
 ):
     """No question: the transcript runs first; the client leaves during it.  The session keeps its
     place under the cap until the transcript's call returns, and no tool starts after it."""
-    from tools import stream
+    from tools import arriving
 
-    started, record = [], stream.ClipStream._record
+    started, record = [], arriving.ClipStream._record
 
     def slow(self, tool_id, path):
         started.append(tool_id)
         time.sleep(2.0)
         return record(self, tool_id, path)
 
-    monkeypatch.setattr(stream.ClipStream, "_record", slow)
+    monkeypatch.setattr(arriving.ClipStream, "_record", slow)
     echo = Upstream("echo")
     service = _service(calls_plugin, tmp_path, upstream=echo.url, max_realtime_sessions=1)
     health = lambda: httpx.get(service.url + "/health").json()  # noqa: E731

@@ -25,8 +25,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools import make_record
+from tools.clip_window import Window, WindowError
 from tools.registry import function_tools
-from tools.window import Window, WindowError
 
 from ..data.sample import Sample
 from .prompts import format_choices, records_block

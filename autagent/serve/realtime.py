@@ -64,7 +64,7 @@ class Turn:
         self.item_id = ev.new_id("item")
 
     def feed(self, pcm: bytes) -> None:
-        from tools.stream import ClipTooLong
+        from tools.arriving import ClipTooLong
 
         if self.stream is not None:
             self.stream.feed(pcm)
@@ -250,7 +250,7 @@ class Conversation:
         self.last_item = item_id
 
     async def on_input_audio_buffer_append(self, payload: dict) -> None:
-        from tools.stream import ClipTooLong
+        from tools.arriving import ClipTooLong
 
         from ..reasoners.chat import question_and_choices
 
@@ -397,7 +397,7 @@ class Conversation:
             return await asyncio.wrap_future(turn.stream.result())
         import numpy as np
 
-        from tools.stream import wav_bytes
+        from tools.arriving import wav_bytes
 
         from ..plugin.stream_session import StreamResult
 
