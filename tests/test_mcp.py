@@ -140,8 +140,8 @@ def test_bad_input_is_an_mcp_error_naming_the_problem_and_the_server_stays_up(tm
 
 def test_the_server_answers_over_streamable_http(tmp_path, click_wav):
     """The same server on a loopback port, reached by the SDK's client through its HTTP transport."""
+    from helpers.serve import InThread
     from mcp import Client
-    from test_serve import InThread
 
     from autagent.serve.mcp_server import build_server
 

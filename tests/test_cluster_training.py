@@ -1,6 +1,7 @@
-"""The cluster path's own bugs, each pinned: y_base asked once across ranks, vLLM refused at config load,
-the memory plan's arithmetic against what torch reports on a tiny model, and an install that resolves
-for a GPU node (no local wheel folder, the cluster extras and DeepSpeed)."""
+"""Training on the cluster (its models: ``test_cluster_models.py``), its own bugs each pinned: y_base
+asked once across ranks, vLLM refused at config load, the memory plan's arithmetic against what torch
+reports on a tiny model, and an install that resolves for a GPU node (no local wheel folder, the cluster
+extras and DeepSpeed)."""
 
 from __future__ import annotations
 
