@@ -23,7 +23,7 @@ import shutil
 from pathlib import Path
 
 from .config import ConfigError, RunConfig, config_from_mapping, load_config
-from .manifest import read_manifest
+from .plugin.manifest import read_manifest
 
 ADAPT_DEFAULTS = {
     "reward.tool_cost": 0.0,

@@ -1,4 +1,5 @@
-"""The plugin for people who call models themselves: ``from autagent import Plugin``.
+"""A trained plugin, loaded: :func:`load` for the policy's own object, :class:`Plugin` for people who
+call models themselves (``from autagent import Plugin``).
 
     plugin = Plugin.load("runs/embedded_main/plugin", sha256="...")
     plugin.select("clip.wav", "What is the tempo?", ["70 BPM", "120 BPM"])   # -> ["tempo"]
@@ -10,19 +11,133 @@
 pool and content-addressed cache as training, and writes their records in front of the user's text
 exactly as evaluation shows them to a reasoner.  ``autagent serve`` calls the same code, so its
 upstream prompt and this method's are the same bytes.
+
+:func:`load` verifies a plugin folder, whichever policy exported it (its format and trust:
+:mod:`autagent.plugin`), the installed tools and encoders, and returns the policy's plugin object;
+:func:`verify` reports every check instead of raising.  This module stands above the policies (it
+opens the policy that exported a plugin); the format they write stands below them.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools.pool import PoolConfig, ToolPool
 
-from .manifest import read_manifest
-from .plugin import load, run_tools
+from .plugin.manifest import VERIFY_KEY_ENV, check_tools, read_manifest
+from .plugin.trust import PluginError
 from .reasoners.chat import BadRequest, ChatQuery, read_query, with_records
+
+
+def policy_module(manifest: dict, directory):
+    """The module of the policy that exported the plugin: ``check_encoders(manifest)`` and
+    ``open_plugin(directory, manifest)``."""
+    kind = manifest.get("policy")
+    if kind == "router":
+        from .policies.router import plugin as module
+    elif kind == "lm":
+        from .policies.lm import plugin as module
+    else:
+        raise PluginError(f"{directory}: unknown policy kind {kind!r}")
+    return module
+
+
+def _malformed(directory, err: Exception) -> str:
+    """The message for a manifest whose fields have the wrong shape (a KeyError, TypeError or ValueError)."""
+    return f"{directory}: manifest field {err} is missing or malformed"
+
+
+def load(
+    directory: str | Path,
+    check_installed_tools: bool = True,
+    tools_profile: str | None = None,
+    tool_settings: dict | None = None,
+    expected_sha256: str | None = None,
+    key_file: str | None = None,
+    extra_tools=(),
+):
+    """Load and verify a plugin directory; raises :class:`PluginError` with the reason.  ``extra_tools``:
+    registered tools it never trained with, scored from their descriptions (``tool_conditioned``
+    routers only)."""
+    directory = Path(directory)
+    manifest = read_manifest(directory, expected_sha256, key_file)
+    try:
+        if check_installed_tools:
+            check_tools(manifest, tools_profile, tool_settings)
+        policy = policy_module(manifest, directory)
+        policy.check_encoders(manifest)
+        return policy.open_plugin(directory, manifest, tuple(extra_tools))
+    except (KeyError, TypeError, ValueError) as err:  # a signed-off manifest whose fields have the wrong shape
+        raise PluginError(_malformed(directory, err)) from err
+
+
+def run_tools(pool, manifest: dict):
+    """A plugin brings its tools: the run's tool library (a :class:`tools.pool.PoolConfig`) when a plugin
+    is given, and the tools the plugin is to score zero-shot.  With ``tools.enabled`` left out, the
+    plugin's own tools; named, it must include them (a conflict is one clear error), and the other
+    tools it names are added to a plugin that scores new tools from their descriptions."""
+    learned = [t["id"] for t in manifest.get("tools") or []]
+    if pool.enabled is None:
+        try:
+            return dataclasses.replace(pool, enabled=learned), []
+        except ValueError as err:
+            raise PluginError(f"the plugin's tools {learned} do not fit the run's tools settings: {err}") from None
+    missing = [t for t in learned if t not in pool.tool_ids]
+    if missing:
+        raise PluginError(
+            f"the plugin selects tools this run does not enable: {missing}; add them to tools.enabled, or leave "
+            f"tools.enabled out to take the plugin's own {learned}"
+        )
+    return pool, [t for t in pool.tool_ids if t not in learned] if manifest.get("scores_new_tools") else []
+
+
+def verify(
+    directory: str | Path,
+    expected_sha256: str | None = None,
+    key_file: str | None = None,
+    tools_profile: str | None = None,
+    tool_settings: dict | None = None,
+) -> dict:
+    """Every check :func:`load` makes, reported instead of raised (``autagent plugin verify``)."""
+    report = {"plugin": str(directory), "ok": False, "checks": {}}
+    try:
+        manifest = read_manifest(directory, expected_sha256, key_file)
+    except PluginError as err:
+        report["checks"]["files_and_hash"] = str(err)
+        return report
+    key = key_file or os.environ.get(VERIFY_KEY_ENV)
+    report.update(
+        content_hash=manifest["content_hash"],
+        policy=manifest.get("policy"),
+        tools=[t["id"] for t in manifest.get("tools", [])],
+        signature=(manifest.get("signature") or {}).get("kind"),
+    )
+    report["checks"]["files_and_hash"] = "ok"
+    report["checks"]["pinned_hash"] = "ok" if expected_sha256 else "not pinned"
+    report["checks"]["signature"] = (
+        ("verified" if key else "not checked (no key given)") if manifest.get("signature") else ("unsigned")
+    )
+    for name, check in (
+        ("tools", lambda: check_tools(manifest, tools_profile, tool_settings)),
+        ("encoders", lambda: policy_module(manifest, directory).check_encoders(manifest)),
+        ("loads", lambda: load(directory, True, tools_profile, tool_settings, expected_sha256, key_file)),
+    ):
+        try:
+            check()
+            report["checks"][name] = "ok"
+        except PluginError as err:
+            report["checks"][name] = str(err)
+        except (KeyError, TypeError, ValueError) as err:  # a manifest whose fields have the wrong shape
+            report["checks"][name] = _malformed(directory, err)
+    report["ok"] = all(
+        v in ("ok", "not pinned", "verified", "unsigned", "not checked (no key given)")
+        for v in report["checks"].values()
+    )
+    return report
 
 
 @dataclass
@@ -111,16 +226,16 @@ class Plugin:
         augmented = with_records(messages, good) if good else copy.deepcopy(messages)
         return Augmented(augmented, tools, failed, seconds)
 
-    # -- a clip that is still arriving (autagent.stream) ----------------------------------------------
+    # -- a clip that is still arriving (autagent.plugin.stream_session) ------------------------------
     def stream(
         self, sample_rate: int = 24000, max_seconds: float | None = None, listeners=(), store=None, executor=None
     ):
-        """A :class:`autagent.stream.StreamSession`: feed 16-bit PCM chunks, ask the question whenever
+        """A :class:`autagent.plugin.stream_session.StreamSession`: feed 16-bit PCM chunks, ask the question whenever
         it comes, commit, and get the records when ready (what ``/v1/realtime`` runs on); at most
         ``max_seconds`` of audio (default: what the tools hear, ``tools.max_seconds``); ``listeners``
         hear the clip as it arrives too (a reasoner's ear); ``store`` holds the committed clip (a
         service's bounded folder), ``executor`` runs the session's work (a service's bounded pool)."""
-        from .stream import StreamSession
+        from .plugin.stream_session import StreamSession
 
         seconds = max_seconds or self.pool.config.max_seconds
         return StreamSession(self, sample_rate, seconds, listeners=listeners, store=store, executor=executor)

@@ -86,8 +86,8 @@ def cmd_tools_list(args) -> int:
     config = _config(args)
     scored: dict[str, str] = {}
     if args.plugin:  # what the plugin has learned, and what it would score from a description alone
-        from .manifest import read_manifest
-        from .plugin import run_tools
+        from .api import run_tools
+        from .plugin.manifest import read_manifest
 
         manifest = read_manifest(args.plugin)
         config.tools, extra = run_tools(config.tools, manifest)
@@ -237,7 +237,7 @@ def cmd_eval(args) -> int:
 
 
 def _print_summary(metrics: dict) -> None:
-    from .report import label
+    from .evaluation.report import label
 
     print(f"{metrics['dataset']} | {metrics['reasoner']} | n = {metrics['n']}")
     for name, m in metrics["methods"].items():
@@ -248,7 +248,7 @@ def _print_summary(metrics: dict) -> None:
 
 
 def cmd_select(args) -> int:
-    from .plugin import load
+    from .api import load
 
     plugin = load(args.plugin, tools_profile=args.profile, expected_sha256=args.plugin_sha256)
     choices = tuple(args.choices or ())
@@ -264,9 +264,9 @@ def cmd_select(args) -> int:
 def cmd_answer(args) -> int:
     from tools.pool import ToolPool
 
+    from .api import load, run_tools
     from .data.sample import Sample
-    from .manifest import read_manifest
-    from .plugin import load, run_tools
+    from .plugin.manifest import read_manifest
     from .reasoners import build_reasoner
 
     config = _config(args)
@@ -303,7 +303,7 @@ def cmd_answer(args) -> int:
 
 
 def cmd_plugin_verify(args) -> int:
-    from .plugin import verify
+    from .api import verify
 
     config = _config(args)
     report = verify(args.directory, args.sha256, args.key, config.tools.profile, config.tools.settings)
@@ -312,8 +312,8 @@ def cmd_plugin_verify(args) -> int:
 
 
 def cmd_plugin_sign(args) -> int:
-    from .manifest import read_manifest
-    from .trust import sign
+    from .plugin.manifest import read_manifest
+    from .plugin.trust import sign
 
     manifest = read_manifest(args.directory)
     manifest["signature"] = sign(manifest, args.key)
@@ -333,7 +333,7 @@ def cmd_plugin_sign(args) -> int:
 
 
 def cmd_plugin_backoff(args) -> int:
-    from .backoff_fit import backoff_copy
+    from .evaluation.backoff_fit import backoff_copy
     from .pipeline import load_splits
 
     config = _config(args)
@@ -346,8 +346,8 @@ def cmd_plugin_backoff(args) -> int:
 
 
 def cmd_check_selection(args) -> int:
-    from .plugin import load
-    from .selection_check import check, description_selector, load_labelled, per_tool_table, table
+    from .api import load
+    from .evaluation.selection_check import check, description_selector, load_labelled, per_tool_table, table
 
     items = load_labelled(args.queries, args.audio_dir)
     selectors, tools = {}, None
@@ -402,7 +402,7 @@ def cmd_mcp(args) -> int:
 
 
 def cmd_plan(args) -> int:
-    from .plan_report import main_plan
+    from .policies.lm.plan.report import main_plan
 
     table, fits = main_plan(_config(args), args.gpu_memory, args.prompt_tokens)
     print(table)
@@ -418,7 +418,7 @@ def cmd_sweep(args) -> int:
 
 
 def cmd_report(args) -> int:
-    from .tables import TableError, record, write_tables
+    from .evaluation.tables import TableError, record, write_tables
 
     try:
         if args.report_command == "record":
@@ -624,8 +624,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from .config import ConfigError
     from .data.loaders import DatasetError
+    from .plugin.trust import PluginError
     from .reasoners.base import ReasonerFailing
-    from .trust import PluginError
 
     try:
         return args.func(args)

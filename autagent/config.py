@@ -20,7 +20,7 @@ from rewards import RewardConfig
 from tools.pool import PoolConfig
 
 from .data.config import DataConfig
-from .evaluate import EvalConfig, check_methods
+from .evaluation.harness import EvalConfig, check_methods
 from .grpo import GRPOConfig
 from .policies import PolicyConfig
 from .policies.router.table import TableConfig

@@ -24,7 +24,7 @@ from tools.pool import ToolPool
 
 from .config import ConfigError, RunConfig, save_config, to_dict
 from .data.sample import Sample
-from .phases import Clock, Phases, per_router_steps, timings_of
+from .evaluation.phases import Clock, Phases, per_router_steps, timings_of
 
 log = logging.getLogger("autagent")
 
@@ -167,11 +167,11 @@ def record_event(run_dir: Path, state, event: str, **fields) -> None:
 
 def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | None = None):
     """The plugin's ``select_many``, after the plugin's tools have become the run's (``config.tools`` is
-    updated in place; see :func:`autagent.plugin.run_tools`)."""
+    updated in place; see :func:`autagent.api.run_tools`)."""
     if plugin_dir is None:
         return None
-    from .manifest import read_manifest
-    from .plugin import load, run_tools
+    from .api import load, run_tools
+    from .plugin.manifest import read_manifest
 
     config.tools, extra = run_tools(config.tools, read_manifest(plugin_dir, expected_sha256))
     plugin = load(
@@ -187,7 +187,7 @@ def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | No
 def agentic_run(config: RunConfig, reasoner_config, reasoner):
     """The agentic methods' loop: the caller ``eval.agentic.caller`` names, the run's tool pool for calls
     that name a window, as many items at once as an endpoint takes (one for the scripted caller)."""
-    from .agentic import AgenticRun, EndpointCaller, build_caller
+    from .reasoners.tool_loop import AgenticRun, EndpointCaller, build_caller
 
     try:
         caller = build_caller(config.eval.agentic, reasoner_config, reasoner)
@@ -214,7 +214,7 @@ def run_eval(
     ``policy_select`` and ``reasoner``, when given, are used as they are (right after training: the
     trained model and the reasoner already in memory) instead of loading the plugin and building a
     reasoner; a reasoner passed in is left open for the caller."""
-    from .evaluate import AGENTIC_METHODS, evaluate, price_check, tool_error_counts, write_outputs
+    from .evaluation.harness import AGENTIC_METHODS, evaluate, price_check, tool_error_counts, write_outputs
     from .reasoners import build_reasoner
 
     if samples is None:
@@ -317,7 +317,7 @@ def refuse_what_will_not_fit(config: RunConfig) -> None:
 
     if config.policy.kind != "lm" or config.policy.lm.use_cpu or not torch.cuda.is_available():
         return
-    from .plan_report import refusal
+    from .policies.lm.plan.report import refusal
 
     card = torch.cuda.get_device_properties(torch.cuda.current_device())
     message = refusal(config, card.total_memory / 1e9)
@@ -389,13 +389,13 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
             return None
         fit = config.policy.kind == "router" and config.policy.router.backoff and not config.policy.init_from
         if fit:  # fitted on the plugin, not trained (a warm start keeps its source's)
-            from .backoff_fit import fit_backoff
+            from .evaluation.backoff_fit import fit_backoff
 
             with phases("back-off fit"):
                 fitted = fit_backoff(plugin_dir, splits.train, splits.dev, config.policy.router.backoff)
             summary["backoff"] = {k: v for k, v in fitted.items() if k != "curve"}
         if config.policy.kind == "router":
-            from .report import plot_training
+            from .evaluation.report import plot_training
 
             with phases("training plot"):
                 plot_training(run_dir / "train_log.jsonl", run_dir / "training.png", config.tools.tool_ids)
@@ -430,7 +430,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
             answers |= {"evaluation_asked_s": asked.seconds, "evaluation_computed_s": computed.seconds}
             answers["evaluation_asked_s"] -= answers["training_asked_s"]
             answers["evaluation_computed_s"] -= answers["training_computed_s"]
-        from .manifest import update_card
+        from .plugin.manifest import update_card
 
         with phases("card"):  # the card gains the run's table
             content = update_card(plugin_dir, metrics if splits.test and evaluate else None)
@@ -442,7 +442,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
     metrics["timings"] = timings_of(phases, pool, answers, routers)
     (run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     if "methods" in metrics:
-        from .report import markdown_report
+        from .evaluation.report import markdown_report
 
         (run_dir / "report.md").write_text(markdown_report(metrics))  # the evaluation's, and the phase table
         logger.log({f"test/{name}": m["accuracy"] for name, m in metrics["methods"].items()})

@@ -34,7 +34,7 @@ from pathlib import Path
 import yaml
 
 from .config import ConfigError, load_config, save_config
-from .evaluate import METHODS
+from .evaluation.harness import METHODS
 
 BASELINES = tuple(m for m in METHODS if m not in ("single", "policy"))  # one row each in a sweep's summary
 
@@ -188,9 +188,9 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
 
 def selection_check(run_dir: Path, spec: dict) -> dict:
     """The run's plugin and Tools-with-Descriptions on the labelled transfer questions
-    (:mod:`autagent.selection_check`), computed once per run into ``selection_check.json``."""
-    from .plugin import load
-    from .selection_check import check, description_selector, load_labelled
+    (:mod:`autagent.evaluation.selection_check`), computed once per run into ``selection_check.json``."""
+    from .api import load
+    from .evaluation.selection_check import check, description_selector, load_labelled
 
     path = run_dir / "selection_check.json"
     if path.exists():

@@ -79,7 +79,6 @@ def main() -> None:
     import torch
 
     from autagent.data.sample import Sample
-    from autagent.encoders import text_encoder
     from autagent.policies.baselines import DescriptionSelector
     from autagent.policies.lm.prompt import agent_prompt
     from autagent.policies.router.ensemble import build
@@ -87,6 +86,7 @@ def main() -> None:
     from autagent.policies.router.model import Router, RouterConfig
     from autagent.policies.router.plugin import select_with_head
     from autagent.policies.router.zero_shot import DescriptionHead
+    from autagent.reasoners.encoders import text_encoder
     from tools import PAPER_TOOLS
     from tools.registry import register
 

@@ -59,8 +59,8 @@ def start(plugin: str, cache: Path):
 
 
 def as_24k(sample, folder: Path) -> tuple[np.ndarray, Path]:
+    from tools.arriving import wav_bytes
     from tools.audio import load_audio
-    from tools.stream import wav_bytes
 
     pcm = np.round(np.clip(load_audio(sample.audio, RATE).samples, -1, 1) * 32767).astype(np.int16)
     path = folder / f"{sample.id}.wav"

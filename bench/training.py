@@ -33,9 +33,9 @@ def main() -> None:
 
     import torch
 
+    from autagent.api import load
     from autagent.config import load_config
     from autagent.pipeline import run_train
-    from autagent.plugin import load
 
     torch.set_num_threads(1)
     overrides = {

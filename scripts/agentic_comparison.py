@@ -1,7 +1,7 @@
 """The reasoner asking for tools itself (Audio-Maestro's loop) beside the learned selection: accuracy on
 the embedded test split, tool F1 on the transfer set, tools, calls, rounds and seconds per query.
 
-Rows, every one through the same loop (:mod:`autagent.agentic`) so that their seconds compare:
+Rows, every one through the same loop (:mod:`autagent.reasoners.tool_loop`) so that their seconds compare:
 No-Tool and Tools-with-Descriptions (one request, their records in front), ``agentic_only`` (nothing
 selected, every tool offered), AuTAgent (each plugin's records in front, one request) and AuTAgent +
 agentic (its records in front, the other tools offered).  The caller is ``eval.agentic.caller``:
@@ -29,7 +29,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 def measure(run, samples, records, subsets, select_seconds, tool_ids, cost, labelled=None, optional=()) -> dict:
     """One row on one dataset: accuracy (or, on the transfer set, tool F1) and the loop's figures;
     ``cost``: each tool's seconds per clip on an empty cache."""
-    from autagent.selection_check import score
+    from autagent.evaluation.selection_check import score
     from rewards.scoring import is_correct
 
     items = run.run(samples, records, subsets, tool_ids)
@@ -116,16 +116,16 @@ def main(argv=None) -> None:
     parser.add_argument("--out", help="write every figure as JSON here")
     args = parser.parse_args(argv)
 
-    from autagent.agentic import AgenticRun, build_caller
+    from autagent.api import load, run_tools
     from autagent.cli import _overrides
     from autagent.config import load_config
-    from autagent.manifest import read_manifest
+    from autagent.evaluation.selection_check import load_labelled
     from autagent.pipeline import load_splits, tool_records
-    from autagent.plugin import load, run_tools
+    from autagent.plugin.manifest import read_manifest
     from autagent.policies.baselines import DescriptionSelector
     from autagent.reasoners import build_reasoner
     from autagent.reasoners.base import CachedReasoner
-    from autagent.selection_check import load_labelled
+    from autagent.reasoners.tool_loop import AgenticRun, build_caller
 
     config = load_config(args.config, _overrides(args.set))
     config.tools.executor = "local"  # records come from the tool cache

@@ -50,7 +50,7 @@ SMALLER_DECODER = {
         "num_attention_heads": 16,
         "num_key_value_heads": 16,
     },
-    "7b": {},  # the published Qwen2-Audio-7B-Instruct shapes (autagent.model_shapes.KNOWN_CONFIGS)
+    "7b": {},  # the published Qwen2-Audio-7B-Instruct shapes (autagent.policies.lm.plan.shapes.KNOWN_CONFIGS)
 }
 RUNS = {
     "tiny": {"shape": "tiny"},
@@ -100,7 +100,7 @@ def settings(run: dict, device: str) -> dict:
 def model_folder(shape: str, folder: Path) -> Path:
     from autagent.policies.lm.prompt import AGENT_PROMPT
     from autagent.policies.lm.recipe import build_tiny_policy
-    from autagent.tiny_models import write_qwen2_audio_shapes
+    from autagent.testing.tiny_models import write_qwen2_audio_shapes
 
     if shape == "tiny":
         return build_tiny_policy(folder)
@@ -110,7 +110,7 @@ def model_folder(shape: str, folder: Path) -> Path:
 def shapes_of(shape: str) -> dict:
     """``audio_config`` and ``text_config`` of a non-tiny run's model: Qwen2-Audio-7B-Instruct's published
     shapes, the decoder replaced by :data:`SMALLER_DECODER`'s for ``2b``."""
-    from autagent.plan import KNOWN_CONFIGS
+    from autagent.policies.lm.plan.shapes import KNOWN_CONFIGS
 
     published = KNOWN_CONFIGS["Qwen/Qwen2-Audio-7B-Instruct"]
     return {
@@ -162,7 +162,8 @@ class PhaseMeter:
       allocator (``mem_get_info``'s used memory less ``memory_reserved`` at the boundary: the CUDA
       context, cuBLAS and NCCL buffers).
 
-    ``card_gb - measured_gb`` is the headroom a plan needs beyond its peak (:func:`autagent.plan_terms.headroom`).
+    ``card_gb - measured_gb`` is the headroom a plan needs beyond its peak
+    (:func:`autagent.policies.lm.plan.terms.headroom`).
     ``cuda`` is ``torch.cuda`` or a stand-in with the same five functions (the tests')."""
 
     FIGURES = ("measured_gb", "reserved_gb", "card_gb")
@@ -254,7 +255,7 @@ def one_run(name: str, device: str, work: Path) -> dict:
     import torch
 
     from autagent.config import load_config
-    from autagent.plan import CURRENT
+    from autagent.policies.lm.plan.arithmetic import CURRENT
     from autagent.policies.lm.trainer import build_grpo_trainer, weight_dtype
 
     run = RUNS[name]
@@ -308,7 +309,7 @@ def meter_peak(plan, step: int, phase: str, deepspeed: bool) -> float:
 def replan(name: str, result: dict, config=None) -> dict:
     """Set each measured phase's ``plan_gb``: ``autagent plan``'s figure (:func:`meter_peak`) for the run's
     recorded settings, the measured prompt length and the runtime of the code it ran."""
-    from autagent.plan import BEFORE_MERGED_SAMPLING, Runtime, plan_of, setup_of
+    from autagent.policies.lm.plan.arithmetic import BEFORE_MERGED_SAMPLING, Runtime, plan_of, setup_of
 
     if config is None:
         config = run_config(name, Path(tempfile.mkdtemp(prefix="gpu-check-shape-")), result.get("settings"))
@@ -337,7 +338,7 @@ def decode_floor(model, lm, prompt_tokens: int) -> dict | None:
     bf16 weights, and the KV cache of a chunk halfway through its completion."""
     import torch
 
-    from autagent.plan import Architecture
+    from autagent.policies.lm.plan.shapes import Architecture
 
     name = torch.cuda.get_device_name()
     bandwidth = next((bw for key, bw in HBM_BYTES_PER_S.items() if key in name), None)

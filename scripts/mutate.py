@@ -31,7 +31,7 @@ TARGETS = {
     "rewards/__init__.py": ["tests/test_scoring_rewards.py"],
     "rewards/scoring.py": ["tests/test_scoring_rewards.py"],
     "autagent/grpo.py": ["tests/test_grpo.py"],
-    "autagent/trust.py": ["tests/test_plugin.py"],
+    "autagent/plugin/trust.py": ["tests/test_plugin.py"],
 }
 COMPARE = {
     ast.Lt: ast.LtE,

@@ -4,7 +4,7 @@ fitted terms refitted from them, and the misses in-sample and with each run left
 
 The measured rows are generated, never typed: from ``docs/gpu_check.json`` (``make gpu-check``'s runs,
 each with the settings and the runtime it recorded, or for the runs at 5def832, which recorded
-neither, gpu_check's settings and :data:`autagent.plan.BEFORE_MERGED_SAMPLING`) and from
+neither, gpu_check's settings and :data:`autagent.policies.lm.plan.arithmetic.BEFORE_MERGED_SAMPLING`) and from
 ``tests/data/issue33_h100.md`` (issue #33's table, cut from ``issues show 33`` unchanged: main
 64bb085 on one H100).  Each row is planned with its run's settings as a run config.
 
@@ -71,7 +71,7 @@ class Run:
     @functools.cached_property
     def setup(self):
         """The plan's inputs for this run (its config, measured prompt length and runtime)."""
-        from autagent.plan import setup_of
+        from autagent.policies.lm.plan.arithmetic import setup_of
 
         return setup_of(self.config, self.prompt_tokens, self.runtime)
 
@@ -86,7 +86,7 @@ def gpu_check():
 
 def gpu_check_runs(records: dict | None = None) -> list[Run]:
     """The compared runs of docs/gpu_check.json (the tiny ones sit below the allocator's granularity)."""
-    from autagent.plan import BEFORE_MERGED_SAMPLING, Runtime
+    from autagent.policies.lm.plan.arithmetic import BEFORE_MERGED_SAMPLING, Runtime
 
     check = gpu_check()
     records = records if records is not None else json.loads(check.RESULTS.read_text())
@@ -109,7 +109,7 @@ def issue33_runs(text: str | None = None) -> list[Run]:
     """Issue #33's two runs from its table: a cell is a phase's peak in GB, in the step it names ("(step
     2)") or else in the run's last step (the largest step the row names, 1 if none)."""
     from autagent.config import load_config
-    from autagent.plan import MAIN_64BB085
+    from autagent.policies.lm.plan.arithmetic import MAIN_64BB085
 
     check = gpu_check()
     lines = [line for line in (text or ISSUE33.read_text()).splitlines() if line.startswith("|")]
@@ -145,7 +145,7 @@ def runs() -> tuple:
 def planned(run: Run, fitted: dict | None = None, margin: bool = True) -> dict:
     """(step, phase) -> the plan's GB for each measured phase of ``run`` (as the meter measures it:
     ``gpu_check.meter_peak``)."""
-    from autagent.plan import GB, plan_of
+    from autagent.policies.lm.plan.arithmetic import GB, plan_of
 
     plan, check = plan_of(run.setup, fitted, margin), gpu_check()
     return {(step, phase): check.meter_peak(plan, step, phase, run.deepspeed) / GB for step, phase in run.phases}
@@ -158,14 +158,14 @@ def misses(run: Run, fitted: dict | None = None) -> dict:
 
 
 def fit(on: list[Run]) -> dict:
-    """Each fitted term's value from the runs ``on``, phase by phase in :data:`autagent.plan_terms.FITTED`'s
+    """Each fitted term's value from the runs ``on``, phase by phase in :data:`autagent.policies.lm.plan.terms.FITTED`'s
     order (a phase fitted later sees the earlier ones in place), without the margin
-    (:data:`autagent.plan_terms.MARGIN_GB`).  A phase's allowance (GB, added to every moment of the
+    (:data:`autagent.policies.lm.plan.terms.MARGIN_GB`).  A phase's allowance (GB, added to every moment of the
     phase) is the smallest multiple of :data:`GRID` that puts the plan at or above every measured row
     of the phase; where the phase also has a factor, each multiple of :data:`GRID` from 1 is tried with
     its allowance, and the pair with the least total excess over the rows is kept.  A term with no row
     to fit keeps its floor (0, or 1 for a factor)."""
-    from autagent.plan_terms import FITTED
+    from autagent.policies.lm.plan.terms import FITTED
 
     values = {name: (1.0 if "factor" in name else 0.0) for name in FITTED}
     for phase in dict.fromkeys(term.rows for term in FITTED.values()):
@@ -193,7 +193,7 @@ def leave_one_out() -> dict:
 
 
 def main() -> int:
-    from autagent.plan_terms import FITTED
+    from autagent.policies.lm.plan.terms import FITTED
 
     every = runs()
     values = fit(list(every))

@@ -3,7 +3,7 @@
 and devices changed (``OVERRIDES`` below, each with its reason), run end to end.
 
 1. tiny random-weight models built here from configs: the Qwen2-Audio policy and reasoner, Whisper,
-   emotion2vec, AST and a pyannote pipeline (``autagent.tiny_models``); no download;
+   emotion2vec, AST and a pyannote pipeline (``autagent.testing.tiny_models``); no download;
 2. data in the published formats: an AVQA JSONL (R1-AQA's fields) for training and an MMAU test-mini
    JSON for evaluation, over clips of the embedded benchmark;
 3. a Ray cluster of two nodes (``ray.cluster_utils.Cluster``) that the tools' actors spread over;
@@ -79,8 +79,8 @@ def overrides(work: Path, models: dict[str, Path], data: dict[str, Path], ray_ad
 
 def build_models(folder: Path) -> dict[str, Path]:
     """Every tiny model the paper's configuration names, built once (deterministic from its seed)."""
-    from autagent import tiny_models
     from autagent.policies.lm.recipe import build_tiny_policy
+    from autagent.testing import tiny_models
 
     builders = {
         "policy": lambda p: build_tiny_policy(p, seed=0),

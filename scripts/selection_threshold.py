@@ -29,12 +29,12 @@ def main(argv=None) -> None:
 
     import numpy as np
 
+    from autagent.api import load
     from autagent.config import load_config
-    from autagent.evaluate import run_method
+    from autagent.evaluation.harness import run_method
+    from autagent.evaluation.selection_check import load_labelled, score
     from autagent.pipeline import load_splits, tool_records
-    from autagent.plugin import load
     from autagent.reasoners import build_reasoner
-    from autagent.selection_check import load_labelled, score
 
     config = load_config(args.config)
     config.tools.executor = "local"  # the records come from the tool cache; no actors needed for them

@@ -42,7 +42,7 @@ class Tally:
 def _expected():
     from autagent.config import ConfigError
     from autagent.data.loaders import DatasetError
-    from autagent.trust import PluginError
+    from autagent.plugin.trust import PluginError
     from tools.audio import AudioError
     from tools.registry import ToolRegistryError
 
@@ -558,11 +558,11 @@ def drive_plugins(tally: Tally, folder: Path, fast: bool) -> None:
 
     import torch
 
-    from autagent.plugin import load
+    from autagent.api import load
+    from autagent.plugin.trust import content_hash, file_digest
     from autagent.policies.router.features import Featurizer
     from autagent.policies.router.model import Router, RouterConfig
     from autagent.policies.router.plugin import export_router
-    from autagent.trust import content_hash, file_digest
 
     featurizer = Featurizer(RouterConfig())
     good = export_router(
@@ -659,7 +659,7 @@ def drive_plugins(tally: Tally, folder: Path, fast: bool) -> None:
         if not fast or name in ("dotdot", "symlink", "rehashed edit"):
             cli(tally, f"plugin {name}: verify", ["plugin", "verify", str(path)])
         else:
-            from autagent.plugin import verify
+            from autagent.api import verify
 
             report = guarded(tally, f"plugin {name}: verify", lambda p=path: verify(p))
             if report is not None and report["ok"] and name != "rehashed edit":

@@ -211,7 +211,7 @@ def trained(tiny_bench, tmp_path_factory):
 
 
 def test_a_warm_started_router_selects_as_its_source_and_keeps_it_as_reference(trained, tiny_bench, tmp_path):
-    from autagent.plugin import load
+    from autagent.api import load
     from autagent.policies.router.warm import load_warm_start
 
     _, _, plugin_dir = trained
@@ -232,7 +232,7 @@ def test_a_warm_started_router_selects_as_its_source_and_keeps_it_as_reference(t
 
 
 def test_autagent_adapt_spends_at_most_its_budget_cross_validates_and_says_so(trained, tiny_bench, tmp_path, capsys):
-    from autagent.plugin import load
+    from autagent.api import load
 
     _, _, plugin_dir = trained
     out = tmp_path / "adapted"
@@ -289,7 +289,7 @@ def test_configs_that_cannot_train_fail_at_load():
 def test_the_price_check_says_what_the_price_means_against_a_reasoner():
     """The cascade's own figures (150 items): All-Tools gains 17.3 points over No-Tool; at 0.05 a call its
     seven calls cost 0.35, so the objective prefers silence to it; at 0.01 it earns 0.103."""
-    from autagent.evaluate import price_check
+    from autagent.evaluation.harness import price_check
 
     block = {
         "no_tool": {"accuracy": 0.247, "avg_tools": 0.0},

@@ -5,35 +5,24 @@ multi-turn conversation selected for once)."""
 
 from __future__ import annotations
 
-import base64
 import json
-from pathlib import Path
 
 import httpx
 import pytest
-import torch
-from test_serve import FakeUpstream, InThread, QuietHandler
-
-from autagent.policies.router.features import Featurizer
-from autagent.policies.router.model import Router, RouterConfig
-from autagent.policies.router.plugin import export_router
-
-TOOLS = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
-FIXTURES = Path(__file__).resolve().parent.parent / ".cache" / "tests" / "tools"
-
-
-def _plugin(folder, biases, tools=TOOLS):
-    torch.manual_seed(0)
-    featurizer = Featurizer(RouterConfig())
-    router = Router(featurizer.dim, RouterConfig(), len(tools))
-    with torch.no_grad():
-        router.net[-1].bias.copy_(torch.tensor(biases))
-    return export_router(folder, router, featurizer, tools, "embedded", {}, 30.0, {"name": "agentic-test"})
+from helpers.serve import (
+    FIXTURES,
+    TOOLS,
+    ScriptUpstream,
+    chat_message,
+    router_plugin,
+    start_agentic_service,
+    tool_call,
+)
 
 
 def test_every_registered_tool_is_an_openai_function_tool_whose_only_arguments_are_a_window():
     from tools import registered
-    from tools.window import Window, WindowError
+    from tools.clip_window import Window, WindowError
 
     for spec in registered():
         tool = spec.function
@@ -63,8 +52,8 @@ def test_a_window_is_cut_from_the_clip_and_cached_under_the_clip_and_the_window(
     """Clicks at 120 BPM over 10 s: the tempo tool given 2-6 s hears four seconds of them (beats inside
     0-4 s), the same window again is a cache hit, the whole clip keeps its own record, and a window
     after the clip's end is an error record naming the clip and the window."""
+    from tools.clip_window import Window
     from tools.pool import PoolConfig, ToolPool
-    from tools.window import Window
 
     path = str(click_wav[0])
     pool = ToolPool(PoolConfig(executor="local", cache_dir=str(tmp_path / "cache"), enabled=["tempo"]))
@@ -84,43 +73,13 @@ def test_a_window_is_cut_from_the_clip_and_cached_under_the_clip_and_the_window(
 def test_a_plugins_manifest_lists_its_tools_as_function_tools(tmp_path):
     from tools.registry import function_tools
 
-    plugin = _plugin(tmp_path / "p", [0.0] * len(TOOLS))
+    plugin = router_plugin(tmp_path / "p", [0.0] * len(TOOLS))
     manifest = json.loads((plugin / "manifest.json").read_text())
     assert manifest["function_tools"] == function_tools(TOOLS)
     assert [t["function"]["name"] for t in manifest["function_tools"]] == list(TOOLS)
 
 
 # -- the loop in `serve --agentic` ---------------------------------------------------------------
-
-
-class ScriptUpstream(FakeUpstream):
-    """An OpenAI-compatible upstream that follows a fixed script: ``script(body, turn)`` returns the
-    assistant message of each request; every request body is kept in ``seen``."""
-
-    def __init__(self, script):
-        seen = self.seen = []
-
-        class Handler(QuietHandler):
-            def do_POST(self):  # noqa: N802 - http.server API
-                body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-                seen.append(body)
-                message = script(body, len(seen))
-                finish = "tool_calls" if message.get("tool_calls") else "stop"
-                reply = {
-                    "id": "chatcmpl-script",
-                    "object": "chat.completion",
-                    "created": 0,
-                    "model": body.get("model"),
-                    "choices": [{"index": 0, "message": {"role": "assistant", **message}, "finish_reason": finish}],
-                }
-                data = json.dumps(reply).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-        super().__init__(Handler)
 
 
 def _chat_once(service, upstream, body: dict) -> httpx.Response:
@@ -132,58 +91,18 @@ def _chat_once(service, upstream, body: dict) -> httpx.Response:
         upstream.httpd.shutdown()
 
 
-def _call(name, arguments="{}", call_id=None):
-    return {"id": call_id or f"call_{name}", "type": "function", "function": {"name": name, "arguments": arguments}}
-
-
-def _service(tmp, plugin=None, upstream=None, reasoner=None, **limits):
-
-    from autagent.config import load_config
-    from autagent.serve import build, create_app
-
-    config = load_config(
-        None, {"answer_cache_dir": str(tmp / "answers"), "tools.cache_dir": str(FIXTURES), "tools.executor": "local"}
-    )
-    options = build(
-        config,
-        reasoner=reasoner,
-        upstream=upstream,
-        plugin=str(plugin) if plugin else None,
-        audio_dir=str(tmp / "audio"),
-        upstream_retries=0,
-        upstream_timeout_s=30.0,
-        agentic=True,
-        **limits,
-    )
-    return InThread(create_app(options)), options
-
-
-def _messages(path, question, choices) -> list:
-    audio = base64.b64encode(Path(path).read_bytes()).decode()
-    text = question + "\n" + "\n".join(f"({chr(65 + i)}) {c}" for i, c in enumerate(choices))
-    return [
-        {
-            "role": "user",
-            "content": [
-                {"type": "input_audio", "input_audio": {"data": audio, "format": "wav"}},
-                {"type": "text", "text": text},
-            ],
-        }
-    ]
-
-
 def _tool_messages(body) -> list[dict]:
     return [json.loads(m["content"]) for m in body["messages"] if m.get("role") == "tool"]
 
 
 @pytest.fixture(scope="module")
 def quiet_plugin(tmp_path_factory):
-    return _plugin(tmp_path_factory.mktemp("agentic-plugins") / "quiet", [-5.0] * len(TOOLS))
+    return router_plugin(tmp_path_factory.mktemp("agentic-plugins") / "quiet", [-5.0] * len(TOOLS))
 
 
 @pytest.fixture(scope="module")
 def asr_plugin(tmp_path_factory):
-    return _plugin(tmp_path_factory.mktemp("agentic-plugins") / "asr", [5.0] + [-5.0] * (len(TOOLS) - 1))
+    return router_plugin(tmp_path_factory.mktemp("agentic-plugins") / "asr", [5.0] + [-5.0] * (len(TOOLS) - 1))
 
 
 def test_an_upstream_that_calls_two_tools_in_two_rounds_gets_both_records_and_answers(tmp_path, asr_plugin, tiny_bench):
@@ -191,20 +110,20 @@ def test_an_upstream_that_calls_two_tools_in_two_rounds_gets_both_records_and_an
     then answers; it was offered only the tools not selected, got both records as `tool` messages
     (the same records the pool gives), and the client gets its answer with every call listed."""
     from autagent.reasoners.prompts import shown
+    from tools.clip_window import Window
     from tools.pool import PoolConfig, ToolPool
-    from tools.window import Window
 
     def script(body, turn):
         return {
-            1: {"content": None, "tool_calls": [_call("tempo")]},
-            2: {"content": None, "tool_calls": [_call("chords", '{"start": 0.5, "end": 2.5}')]},
+            1: {"content": None, "tool_calls": [tool_call("tempo")]},
+            2: {"content": None, "tool_calls": [tool_call("chords", '{"start": 0.5, "end": 2.5}')]},
         }.get(turn, {"content": "the final answer"})
 
     upstream = ScriptUpstream(script)
-    service, _ = _service(tmp_path, asr_plugin, upstream.url)
+    service, _ = start_agentic_service(tmp_path, asr_plugin, upstream.url)
     sample = tiny_bench["test"][0]
     reply = _chat_once(
-        service, upstream, {"model": "m", "messages": _messages(sample.audio, sample.question, sample.choices)}
+        service, upstream, {"model": "m", "messages": chat_message(sample.audio, sample.question, sample.choices)}
     )
     assert reply.status_code == 200, reply.text
     body = reply.json()
@@ -227,16 +146,18 @@ def test_an_upstream_that_calls_two_tools_in_two_rounds_gets_both_records_and_an
     chords = pool.run(sample.audio, ["chords"], Window(0.5, 2.5))["chords"]
     assert _tool_messages(second) == [shown(tempo)]  # the record as evaluation shows it to a reasoner
     assert _tool_messages(third) == [shown(tempo), {**shown(chords), "window": {"start": 0.5, "end": 2.5}}]
-    assert third["messages"][1]["tool_calls"] == [_call("tempo")]  # the upstream's own call, as it wrote it
+    assert third["messages"][1]["tool_calls"] == [tool_call("tempo")]  # the upstream's own call, as it wrote it
     assert [t["function"]["name"] for t in third["tools"]] == offered  # round 3 of 3 may still call
 
 
 def test_calls_past_the_last_round_are_not_run_and_the_last_request_offers_no_tool(tmp_path, quiet_plugin, tiny_bench):
-    upstream = ScriptUpstream(lambda body, turn: {"content": None, "tool_calls": [_call("tempo", call_id=f"c{turn}")]})
-    service, _ = _service(tmp_path, quiet_plugin, upstream.url, max_tool_rounds=2)
+    upstream = ScriptUpstream(
+        lambda body, turn: {"content": None, "tool_calls": [tool_call("tempo", call_id=f"c{turn}")]}
+    )
+    service, _ = start_agentic_service(tmp_path, quiet_plugin, upstream.url, max_tool_rounds=2)
     sample = tiny_bench["test"][0]
     reply = _chat_once(
-        service, upstream, {"model": "m", "messages": _messages(sample.audio, sample.question, sample.choices)}
+        service, upstream, {"model": "m", "messages": chat_message(sample.audio, sample.question, sample.choices)}
     ).json()
     assert [bool(body.get("tools")) for body in upstream.seen] == [True, True, False]
     info = reply["autagent"]
@@ -251,15 +172,15 @@ def test_a_clients_own_tools_are_offered_beside_ours_and_their_calls_come_back_u
         "type": "function",
         "function": {"name": "lookup_weather", "description": "The weather.", "parameters": {"type": "object"}},
     }
-    theirs = _call("lookup_weather", '{"city": "Oslo"}', "call_theirs_1")
+    theirs = tool_call("lookup_weather", '{"city": "Oslo"}', "call_theirs_1")
 
     def script(body, turn):
-        return {"content": None, "tool_calls": [_call("tempo"), theirs]}
+        return {"content": None, "tool_calls": [tool_call("tempo"), theirs]}
 
     upstream = ScriptUpstream(script)
-    service, _ = _service(tmp_path, quiet_plugin, upstream.url)
+    service, _ = start_agentic_service(tmp_path, quiet_plugin, upstream.url)
     sample = tiny_bench["test"][1]
-    messages = _messages(sample.audio, sample.question, sample.choices)
+    messages = chat_message(sample.audio, sample.question, sample.choices)
     body = {"model": "m", "messages": messages, "tools": [weather], "tool_choice": "auto"}
     reply = _chat_once(service, upstream, body).json()
     (seen,) = upstream.seen
@@ -278,12 +199,12 @@ def test_a_multi_turn_conversation_is_selected_for_once_per_clip(tmp_path, asr_p
         return {"content": f"answer {turn}"}
 
     upstream = ScriptUpstream(script)
-    service, options = _service(tmp_path, asr_plugin, upstream.url)
+    service, options = start_agentic_service(tmp_path, asr_plugin, upstream.url)
     selections = []
     select = options.plugin.select
     options.plugin.select = lambda *args: selections.append(args) or select(*args)
     sample = tiny_bench["test"][2]
-    first = _messages(sample.audio, sample.question, sample.choices)
+    first = chat_message(sample.audio, sample.question, sample.choices)
     follow_up = {"role": "user", "content": "And how sure are you?\n(A) very\n(B) not at all"}
     try:
         url = service.url + "/v1/chat/completions"
@@ -307,10 +228,10 @@ def test_a_multi_turn_conversation_is_selected_for_once_per_clip(tmp_path, asr_p
 def test_the_scripted_caller_asks_for_the_best_described_tool_then_a_second_only_when_the_first_does_not_settle(
     tmp_path, click_wav
 ):
-    from autagent.agentic import file_audio_part, user_message
     from autagent.data.sample import Sample
     from autagent.reasoners import ReasonerConfig, build_reasoner
     from autagent.reasoners.scripted import ScriptedCaller, ScriptedCallerConfig
+    from autagent.reasoners.tool_loop import file_audio_part, user_message
     from tools.registry import function_tools
 
     reasoner = build_reasoner(ReasonerConfig(), tmp_path / "answers")
@@ -323,7 +244,7 @@ def test_the_scripted_caller_asks_for_the_best_described_tool_then_a_second_only
     def ask(records, offered, calls=()):
         messages = [user_message(file_audio_part(str(click_wav[0])), question, choices, records)]
         for k, name in enumerate(calls):
-            messages.append({"role": "assistant", "content": None, "tool_calls": [_call(name, call_id=f"c{k}")]})
+            messages.append({"role": "assistant", "content": None, "tool_calls": [tool_call(name, call_id=f"c{k}")]})
             messages.append({"role": "tool", "tool_call_id": f"c{k}", "content": json.dumps(emotion)})
         message = caller.complete({"messages": messages, "tools": function_tools(offered)})["choices"][0]["message"]
         return [c["function"]["name"] for c in message.get("tool_calls") or []] or message["content"]
@@ -340,12 +261,12 @@ def test_the_scripted_caller_asks_for_the_best_described_tool_then_a_second_only
 def test_serve_agentic_in_front_of_the_scripted_caller(tmp_path, quiet_plugin, click_wav):
     """`serve --reasoner scripted` (the stand-in for a model that calls tools) behind `serve --agentic`:
     it asks for the tempo tool, reads the record, and answers."""
-    scripted, _ = _service(tmp_path / "scripted", reasoner="scripted")
-    front, _ = _service(tmp_path / "front", quiet_plugin, scripted.url + "/v1")
+    scripted, _ = start_agentic_service(tmp_path / "scripted", reasoner="scripted")
+    front, _ = start_agentic_service(tmp_path / "front", quiet_plugin, scripted.url + "/v1")
     try:
         reply = httpx.post(
             front.url + "/v1/chat/completions",
-            json={"model": "m", "messages": _messages(click_wav[0], "What is the tempo?", ["60 BPM", "120 BPM"])},
+            json={"model": "m", "messages": chat_message(click_wav[0], "What is the tempo?", ["60 BPM", "120 BPM"])},
             timeout=120,
         ).json()
         streamed = httpx.post(
@@ -353,7 +274,7 @@ def test_serve_agentic_in_front_of_the_scripted_caller(tmp_path, quiet_plugin, c
             json={
                 "model": "m",
                 "stream": True,
-                "messages": _messages(click_wav[0], "What is the tempo?", ["60 BPM", "120 BPM"]),
+                "messages": chat_message(click_wav[0], "What is the tempo?", ["60 BPM", "120 BPM"]),
             },
             timeout=120,
         ).text
@@ -372,7 +293,7 @@ def test_eval_runs_the_agentic_methods_and_with_no_rounds_agentic_answers_as_the
     from autagent.config import load_config
     from autagent.pipeline import run_eval
 
-    plugin = _plugin(tmp_path / "p", [5.0, -5.0, -5.0, 5.0, -5.0, -5.0])  # always asr and tempo
+    plugin = router_plugin(tmp_path / "p", [5.0, -5.0, -5.0, 5.0, -5.0, -5.0])  # always asr and tempo
     samples = tiny_bench["test"][:8]
     records = {s.id: tiny_bench["records"][s.id] for s in samples}
     overrides = {

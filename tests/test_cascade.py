@@ -20,7 +20,7 @@ CHORDS = {"tool": "chords", "output": [{"start": 0.0, "end": 2.0, "chord": "A#:m
 
 @pytest.fixture(scope="module")
 def tiny_dir(tmp_path_factory):
-    from autagent.tiny_models import build_tiny_gemma3
+    from autagent.testing.tiny_models import build_tiny_gemma3
 
     return build_tiny_gemma3(tmp_path_factory.mktemp("tiny_gemma3"))
 
@@ -126,7 +126,7 @@ def test_records_change_the_scores(cascade):
 
 
 def test_fingerprint_names_the_model_and_the_scoring(tiny_dir, tmp_path):
-    from autagent.tiny_models import build_tiny_gemma3
+    from autagent.testing.tiny_models import build_tiny_gemma3
 
     base = CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_dir))).fingerprint()
     other_model = build_tiny_gemma3(tmp_path / "other", seed=1)

@@ -148,7 +148,7 @@ def test_an_ensemble_trains_its_members_apart_resumes_each_and_selects_by_their_
     import torch
     from safetensors.torch import load_file
 
-    from autagent.plugin import load
+    from autagent.api import load
     from autagent.policies.router.ensemble import RouterEnsemble
 
     config, run_dir = tiny_config
@@ -192,7 +192,7 @@ def test_a_router_run_fits_its_backoff_on_the_plugin_and_autagent_plugin_backoff
     """``policy.router.backoff``: after training the plugin gains ``backoff.safetensors`` (familiarity
     banks from the run's own queries, the cut from the calibration phrasings) before the test split is
     evaluated; ``autagent plugin backoff`` fits one onto a copy and never overwrites a folder."""
-    from autagent.plugin import load
+    from autagent.api import load
     from autagent.policies.router.backoff import OFFSETS
     from autagent.policies.router.plugin import BACKOFF_FILE
 

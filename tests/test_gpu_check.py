@@ -136,7 +136,7 @@ def test_the_one_gpu_recipe_is_measured_at_its_own_settings(tmp_path):
     completions, 24 micro-batches of 8, LoRA, static cache) for two steps on the 8.40 B shapes, and is
     planned as ``autagent plan`` plans the shipped file."""
     from autagent.config import load_config
-    from autagent.plan import GB, plan_training
+    from autagent.policies.lm.plan.arithmetic import GB, plan_training
 
     gpu_check = _module()
     config = gpu_check.run_config("1gpu", tmp_path / "shape")

@@ -9,10 +9,9 @@ import json
 import pytest
 import torch
 import yaml
+from helpers.lm import SIX, grpo_trainer, silent_reward
 
 from autagent.policies.lm.prompt import AnswerGrammar, agent_prompt, parse_selection
-
-SIX = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
 
 
 @pytest.mark.parametrize(
@@ -174,7 +173,7 @@ def test_an_lm_plugin_loads_on_a_device_in_its_dtype_and_selects_in_batches(tiny
     as one at a time."""
     import dataclasses
 
-    from autagent.plugin import load
+    from autagent.api import load
 
     config, run_dir = tiny_lm_config
     if not (run_dir / "plugin" / "manifest.json").exists():
@@ -196,43 +195,6 @@ def test_an_lm_plugin_loads_on_a_device_in_its_dtype_and_selects_in_batches(tiny
     assert batched == [plugin.select_many([s])[0] for s in samples]
 
 
-def _trainer(tiny_bench, tmp_path, reward_fn, **overrides):
-    from autagent.config import load_config
-    from autagent.policies.lm.recipe import build_tiny_policy
-    from autagent.policies.lm.trainer import build_grpo_trainer
-
-    torch.manual_seed(0)
-    model_dir = build_tiny_policy(tmp_path / "model", seed=0)
-    config = load_config(
-        "experiments/tiny_lm.yaml",
-        {
-            "grpo.group_size": 4,
-            "grpo.beta": 0.0,
-            "policy.lm.model_id": str(model_dir),
-            "policy.lm.constrained_decoding": True,
-            "policy.lm.learning_rate": 3e-3,
-            "policy.lm.max_completion_length": 12,
-            "policy.lm.save_steps": 1000,
-            "logging.wandb": False,
-            "logging.progress": False,
-            **overrides,
-        },
-    )
-    samples = tiny_bench["train"][:4]
-    trainer, processor = build_grpo_trainer(
-        config,
-        config.policy.lm,
-        samples,
-        {s.id: None for s in samples},
-        [reward_fn],
-        tmp_path / "out",
-        SIX,
-        str(model_dir),
-    )
-    trainer.autagent_config = config
-    return trainer, processor, samples
-
-
 def test_trl_gets_our_advantage_estimator_and_its_loss_is_our_grpo_loss(tiny_bench, tmp_path):
     """A = r reaches TRL unchanged (no group mean), and the loss TRL computes on each captured batch
     equals :func:`autagent.grpo.grpo_loss` on the same log-probabilities, old and reference
@@ -246,7 +208,7 @@ def test_trl_gets_our_advantage_estimator_and_its_loss_is_our_grpo_loss(tiny_ben
         seen.append(rewards)
         return rewards
 
-    trainer, _, _ = _trainer(
+    trainer, _, _ = grpo_trainer(
         tiny_bench,
         tmp_path,
         reward_is_length,
@@ -301,7 +263,7 @@ def test_lm_policy_learns_a_rewarded_index_list(tiny_bench, tmp_path):
     def rewards_tempo_alone(prompts, completions, **_):
         return [1.0 if parse_selection(c, SIX).tools == ("tempo",) else 0.0 for c in completions]
 
-    trainer, processor, samples = _trainer(
+    trainer, processor, samples = grpo_trainer(
         tiny_bench, tmp_path, rewards_tempo_alone, **{"grpo.steps": 30, "grpo.advantage": "group"}
     )
     probe, grammar = samples[0], trainer.grammar
@@ -367,7 +329,7 @@ def _moved_by_two_steps(tiny_bench, tmp_path, **overrides):
         return [1.0 + len(parse_selection(c, SIX).tools) for c in completions]
 
     overrides = {"grpo.steps": 2, "grpo.advantage": "reward", "policy.lm.learning_rate": 1e-6, **overrides}
-    trainer, _, _ = _trainer(tiny_bench, tmp_path, reward_is_length, **overrides)
+    trainer, _, _ = grpo_trainer(tiny_bench, tmp_path, reward_is_length, **overrides)
     model = trainer.model
     before = {n: p.detach().float().clone() for n, p in model.named_parameters()}
     computed = set()
@@ -414,7 +376,7 @@ def test_lora_trains_adapters_over_one_frozen_copy_and_the_plugin_selects_as_in_
     and the loaded plugin gives the trained model's log-probabilities and greedy selections."""
     from transformers import Qwen2AudioForConditionalGeneration
 
-    from autagent.plugin import load
+    from autagent.api import load
     from autagent.policies.lm.plugin import LMPlugin, export_lm
     from autagent.policies.lm.rollout import completion_logprob
 
@@ -427,7 +389,7 @@ def test_lora_trains_adapters_over_one_frozen_copy_and_the_plugin_selects_as_in_
     )
     lora = {"r": 4, "alpha": 8.0, "dropout": 0.0, "export": export}
     overrides = {"grpo.steps": 3, "grpo.beta": 0.04, "grpo.advantage": "reward", "policy.lm.lora": lora}
-    trainer, processor, samples = _trainer(
+    trainer, processor, samples = grpo_trainer(
         tiny_bench, tmp_path, lambda prompts, completions, **_: [float(len(c) % 3) for c in completions], **overrides
     )
     assert len(loads) == 1 and trainer.ref_model is None  # no second copy: the reference is adapters-off
@@ -548,7 +510,7 @@ def test_the_warm_up_compiles_in_the_state_the_rollout_decodes_in(tiny_bench, tm
     monkeypatch.setattr(
         decoding, "warm_up", lambda model, *a: seen.append((model.training, model.is_activation_checkpointing))
     )
-    trainer, _, _ = _trainer(tiny_bench, tmp_path, _silent_reward, **{"policy.lm.gradient_checkpointing": True})
+    trainer, _, _ = grpo_trainer(tiny_bench, tmp_path, silent_reward, **{"policy.lm.gradient_checkpointing": True})
     model = trainer.accelerator.unwrap_model(trainer.model)
     model.activation_checkpointing_enable()
     model.train()
@@ -569,8 +531,8 @@ def test_the_decoding_step_traces_as_one_graph_under_lora_and_checkpointing(tiny
     from autagent.policies.lm.rollout import generation_mode, input_grad_hooks
 
     lora = {"r": 4, "alpha": 8.0, "dropout": 0.0}
-    trainer, _, _ = _trainer(
-        tiny_bench, tmp_path, _silent_reward, **{"policy.lm.lora": lora, "policy.lm.gradient_checkpointing": True}
+    trainer, _, _ = grpo_trainer(
+        tiny_bench, tmp_path, silent_reward, **{"policy.lm.lora": lora, "policy.lm.gradient_checkpointing": True}
     )
 
     def hooks(model):
@@ -594,10 +556,6 @@ def test_the_decoding_step_traces_as_one_graph_under_lora_and_checkpointing(tiny
     assert hooks(trainer.model) > 0
 
 
-def _silent_reward(prompts, completions, **_):
-    return [0.0] * len(completions)
-
-
 def test_rollout_samples_as_in_eval_mode_whatever_state_the_trainer_left_the_model_in(tiny_bench, tmp_path):
     """Gradient checkpointing makes the decoder drop its KV cache in train mode while ``generate`` still
     feeds only the last token: without the generation context, tokens after the first would be sampled
@@ -605,10 +563,10 @@ def test_rollout_samples_as_in_eval_mode_whatever_state_the_trainer_left_the_mod
     trainer's state restored afterwards, and generation in chunks of ``generation_batch_size`` rows."""
     from autagent.policies.lm.rollout import make_rollout
 
-    trainer, processor, samples = _trainer(
+    trainer, processor, samples = grpo_trainer(
         tiny_bench,
         tmp_path,
-        _silent_reward,
+        silent_reward,
         **{
             "policy.lm.constrained_decoding": False,
             "policy.lm.max_completion_length": 16,

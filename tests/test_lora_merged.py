@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from test_lm_policy import SIX, _silent_reward, _trainer
+from helpers.lm import SIX, grpo_trainer, silent_reward
 
 from autagent.policies.lm.prompt import agent_prompt
 
@@ -121,10 +121,10 @@ def test_the_rollout_samples_merged_and_the_trainer_trains_unmerged(tiny_bench, 
     the base weights as before; ``rollout.merge_adapters: false`` samples unmerged."""
     lora = {"r": 4, "alpha": 8.0, "dropout": 0.0}
     for merge in (True, False):
-        trainer, _, samples = _trainer(
+        trainer, _, samples = grpo_trainer(
             tiny_bench,
             tmp_path / str(merge),
-            _silent_reward,
+            silent_reward,
             **{"policy.lm.lora": lora, "policy.lm.rollout": {"merge_adapters": merge}},
         )
         model = trainer.accelerator.unwrap_model(trainer.model)
@@ -146,7 +146,7 @@ def test_the_plan_counts_the_merge_or_the_unmerged_adapters(merge):
     """Merged sampling: the merge's transient (one adapted weight at a time; what it keeps is in host memory)
     and the base's working set; unmerged: the adapters' fp32 working set beside it."""
     from autagent.config import load_config
-    from autagent.plan import plan_training
+    from autagent.policies.lm.plan.arithmetic import plan_training
 
     config = load_config("experiments/paper_qwen2audio_1gpu.yaml", {"policy.lm.rollout.merge_adapters": merge})
     moments = dict(plan_training(config, 1520).phases[(2, "sampling")])

@@ -84,8 +84,8 @@ def test_every_tool_is_listed_and_gives_the_record_autagent_tools_run_prints(tmp
 
 def test_a_clip_as_base64_or_a_data_url_and_a_window_give_the_pools_records(tmp_path, click_wav):
     from autagent.serve.mcp_server import build_server
+    from tools.clip_window import Window
     from tools.pool import PoolConfig, ToolPool
-    from tools.window import Window
 
     raw = base64.b64encode(Path(click_wav[0]).read_bytes()).decode()
     _, (by_path, by_bytes, by_url, window) = _call(
@@ -140,8 +140,8 @@ def test_bad_input_is_an_mcp_error_naming_the_problem_and_the_server_stays_up(tm
 
 def test_the_server_answers_over_streamable_http(tmp_path, click_wav):
     """The same server on a loopback port, reached by the SDK's client through its HTTP transport."""
+    from helpers.serve import InThread
     from mcp import Client
-    from test_serve import InThread
 
     from autagent.serve.mcp_server import build_server
 

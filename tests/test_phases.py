@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import time
 
-from autagent.phases import Clock, Phases, per_router_steps, table
+from autagent.evaluation.phases import Clock, Phases, per_router_steps, table
 from tools.pool import PoolConfig, ToolPool
 
 

@@ -18,8 +18,8 @@ import pytest
 import torch
 
 from autagent.config import load_config
-from autagent.plan import GB, MAIN_64BB085, PHASES, plan_of, plan_training, setup_of
-from autagent.plan_terms import COUNTED, FITTED, MARGIN_GB, headroom
+from autagent.policies.lm.plan.arithmetic import GB, MAIN_64BB085, PHASES, plan_of, plan_training, setup_of
+from autagent.policies.lm.plan.terms import COUNTED, FITTED, MARGIN_GB, headroom
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = [
@@ -87,7 +87,8 @@ def test_the_fitted_terms_are_what_the_records_give_and_follow_them(rows, runs):
     fit with it."""
     fitted = rows.fit(runs)
     assert fitted == {name: term.gb for name, term in FITTED.items()}, (
-        f"the records give {fitted}: copy them into autagent/plan_terms.py FITTED (python scripts/plan_rows.py)"
+        f"the records give {fitted}: copy them into autagent/policies/lm/plan/terms.py FITTED "
+        "(python scripts/plan_rows.py)"
     )
     run = runs[-1]
     higher = dataclasses.replace(
@@ -142,7 +143,7 @@ def test_the_verdict_keeps_the_measured_headroom_where_a_run_recorded_the_cards_
 
 
 def test_fits_only_with_the_headroom_and_otherwise_names_the_item_and_the_nearest_settings(runs):
-    from autagent.plan_report import nearest_fits, table
+    from autagent.policies.lm.plan.report import nearest_fits, table
 
     big = next(run for run in runs if run.name == "issue33-8.40B")  # 8.40 B on one GPU under this code's fp32 masters
     plan = plan_training(big.config, 1520)
@@ -158,8 +159,8 @@ def test_fits_only_with_the_headroom_and_otherwise_names_the_item_and_the_neares
 
 def plan_training_fits(plan, label: str) -> bool:
     """A label of :func:`nearest_fits` names a setting the plan then says fits (checked through the setups)."""
-    from autagent.plan import plan_of
-    from autagent.plan_report import alternatives
+    from autagent.policies.lm.plan.arithmetic import plan_of
+    from autagent.policies.lm.plan.report import alternatives
 
     labels = dict(alternatives(plan.setup))
     parts = label.split(" and ")
@@ -240,8 +241,8 @@ def test_lora_parameters_are_what_peft_adds_to_the_decoder(tmp_path):
     from peft import LoraConfig, get_peft_model
     from transformers import Qwen2AudioForConditionalGeneration
 
-    from autagent.plan import Architecture
     from autagent.policies.lm.config import LoRAConfig
+    from autagent.policies.lm.plan.shapes import Architecture
     from autagent.policies.lm.recipe import build_tiny_policy
 
     folder = build_tiny_policy(tmp_path / "policy")

@@ -10,11 +10,11 @@ import shutil
 import pytest
 import torch
 
-from autagent import plugin as plugin_mod
+from autagent import api
+from autagent.plugin.trust import PluginError, content_hash
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
 from autagent.policies.router.plugin import export_router
-from autagent.trust import PluginError, content_hash
 
 TOOLS = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
 
@@ -76,7 +76,7 @@ def test_round_trip_selects_like_the_trained_router(exported, click_wav):
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["policy"] == "router" and [t["id"] for t in manifest["tools"]] == list(TOOLS)
     assert manifest["encoders"]["text"]["weights_sha256"] and manifest["files"]["model.safetensors"]["size"] > 0
-    loaded = plugin_mod.load(path, expected_sha256=manifest["content_hash"])
+    loaded = api.load(path, expected_sha256=manifest["content_hash"])
     question, choices = "What is the tempo of this drum beat?", ("90 BPM", "120 BPM")
     assert loaded.select(str(click_wav[0]), question, choices) == ["asr", "tempo"]
     expected = router.select(featurizer([question], [str(click_wav[0])], [choices]))
@@ -95,7 +95,7 @@ def test_a_router_with_the_no_tool_action_round_trips(tmp_path, click_wav):
         path = export_router(
             tmp_path / f"call{call}", router, featurizer, TOOLS, "embedded", {}, 30.0, {"name": "test"}, {}
         )
-        loaded = plugin_mod.load(path)
+        loaded = api.load(path)
         assert loaded.manifest["policy_config"]["abstain"] is True
         assert loaded.select(str(click_wav[0]), question, choices) == expected
 
@@ -107,7 +107,7 @@ def test_manifest_names_outside_the_folder_or_of_refused_kinds_are_refused(expor
     copy = _copy(exported[0], tmp_path)
     _edit_manifest(copy, lambda m: m["files"].update({name: {"sha256": "0" * 64, "size": 1}}))
     with pytest.raises(PluginError) as err:
-        plugin_mod.load(copy)
+        api.load(copy)
     assert str(copy) in str(err.value)
 
 
@@ -116,20 +116,20 @@ def test_links_devices_extra_and_missing_files_are_refused(exported, tmp_path):
     (link / "model.safetensors").rename(link / "real.safetensors")
     os.symlink(link / "real.safetensors", link / "model.safetensors")
     with pytest.raises(PluginError, match="symbolic link"):
-        plugin_mod.load(link)
+        api.load(link)
     device = _copy(exported[0], tmp_path, "device")
     _edit_manifest(device, lambda m: m["files"].update({"zero.json": {"sha256": "0" * 64, "size": 1}}))
     os.symlink("/dev/zero", device / "zero.json")
     with pytest.raises(PluginError, match="zero.json"):
-        plugin_mod.load(device)
+        api.load(device)
     extra = _copy(exported[0], tmp_path, "extra")
     (extra / "notes.txt").write_text("hello")
     with pytest.raises(PluginError, match="not listed in the manifest: \\['notes.txt'\\]"):
-        plugin_mod.load(extra)
+        api.load(extra)
     missing = _copy(exported[0], tmp_path, "missing")
     (missing / "model.safetensors").unlink()
     with pytest.raises(PluginError, match="model.safetensors listed in the manifest is missing"):
-        plugin_mod.load(missing)
+        api.load(missing)
 
 
 def test_flipped_bytes_and_unhashed_edits_are_refused(exported, tmp_path):
@@ -138,11 +138,11 @@ def test_flipped_bytes_and_unhashed_edits_are_refused(exported, tmp_path):
     data[-1] ^= 0xFF
     (copy / "model.safetensors").write_bytes(bytes(data))
     with pytest.raises(PluginError, match="model.safetensors does not match its digest"):
-        plugin_mod.load(copy)
+        api.load(copy)
     manifest_edit = _copy(exported[0], tmp_path, "edit")
     _edit_manifest(manifest_edit, lambda m: m["policy_config"].update(hidden=64), rehash=False)
     with pytest.raises(PluginError, match="content hash does not match"):
-        plugin_mod.load(manifest_edit)
+        api.load(manifest_edit)
 
 
 def _rehashed_tamper(src, tmp_path):
@@ -153,7 +153,7 @@ def _rehashed_tamper(src, tmp_path):
     weights = load_file(copy / "model.safetensors")
     weights["net.3.bias"] = torch.full_like(weights["net.3.bias"], 9.0)
     save_file(weights, copy / "model.safetensors")
-    from autagent.trust import file_digest
+    from autagent.plugin.trust import file_digest
 
     digest, size = file_digest(copy / "model.safetensors")
     _edit_manifest(copy, lambda m: m["files"].update({"model.safetensors": {"sha256": digest, "size": size}}))
@@ -163,9 +163,9 @@ def _rehashed_tamper(src, tmp_path):
 def test_a_rehashed_tampered_plugin_passes_alone_but_not_when_pinned_or_signed(exported, tmp_path, monkeypatch):
     original = json.loads((exported[0] / "manifest.json").read_text())
     tampered = _rehashed_tamper(exported[0], tmp_path)
-    plugin_mod.load(tampered)  # an unkeyed checksum cannot tell: that is what pinning and signing are for
+    api.load(tampered)  # an unkeyed checksum cannot tell: that is what pinning and signing are for
     with pytest.raises(PluginError, match="is not the pinned"):
-        plugin_mod.load(tampered, expected_sha256=original["content_hash"])
+        api.load(tampered, expected_sha256=original["content_hash"])
 
     from cryptography.hazmat.primitives import serialization
     from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PrivateKey
@@ -183,35 +183,35 @@ def test_a_rehashed_tampered_plugin_passes_alone_but_not_when_pinned_or_signed(e
     from autagent.cli import main
 
     assert main(["plugin", "sign", str(signed), "--key", str(tmp_path / "signing.pem")]) == 0
-    plugin_mod.load(signed, key_file=str(tmp_path / "public.pem"))
+    api.load(signed, key_file=str(tmp_path / "public.pem"))
     resigned = _rehashed_tamper(signed, tmp_path / "t2")  # re-hashed, the old signature kept
     with pytest.raises(PluginError, match="signature does not verify"):
-        plugin_mod.load(resigned, key_file=str(tmp_path / "public.pem"))
+        api.load(resigned, key_file=str(tmp_path / "public.pem"))
     monkeypatch.setenv("AUTAGENT_PLUGIN_KEY", str(tmp_path / "public.pem"))
     with pytest.raises(PluginError, match="not signed"):
-        plugin_mod.load(tampered)  # a key is set: unsigned plugins are refused
+        api.load(tampered)  # a key is set: unsigned plugins are refused
     monkeypatch.delenv("AUTAGENT_PLUGIN_KEY")
     (tmp_path / "hmac.key").write_bytes(os.urandom(32))
     assert main(["plugin", "sign", str(tampered), "--key", str(tmp_path / "hmac.key")]) == 0
-    plugin_mod.load(tampered, key_file=str(tmp_path / "hmac.key"))
+    api.load(tampered, key_file=str(tmp_path / "hmac.key"))
     (tmp_path / "other.key").write_bytes(os.urandom(32))
     with pytest.raises(PluginError, match="HMAC"):
-        plugin_mod.load(tampered, key_file=str(tmp_path / "other.key"))
+        api.load(tampered, key_file=str(tmp_path / "other.key"))
 
 
 def test_other_tools_or_encoders_are_refused(exported, tmp_path):
     versions = _copy(exported[0], tmp_path, "versions")
     _edit_manifest(versions, lambda m: m["tools"][3].update(version="librosa-0.9.0+deadbeef"))
     with pytest.raises(PluginError, match="tool 'tempo': plugin expects librosa-beat-track librosa-0.9.0"):
-        plugin_mod.load(versions)
-    assert plugin_mod.load(versions, check_installed_tools=False).tools[3] == "tempo"
+        api.load(versions)
+    assert api.load(versions, check_installed_tools=False).tools[3] == "tempo"
     encoder = _copy(exported[0], tmp_path, "encoder")
     _edit_manifest(encoder, lambda m: m["encoders"]["text"].update(weights_sha256="f" * 64))
     with pytest.raises(PluginError, match="text encoder"):
-        plugin_mod.load(encoder)
+        api.load(encoder)
     swapped = _copy(exported[0], tmp_path, "swapped")
     _edit_manifest(swapped, lambda m: m["policy_config"].update(text_model="/somewhere/else"))
-    assert plugin_mod.load(swapped).featurizer.text.model_path != "/somewhere/else"  # never loaded from the manifest
+    assert api.load(swapped).featurizer.text.model_path != "/somewhere/else"  # never loaded from the manifest
 
 
 def test_cli_select_verify_and_pin(exported, click_wav, tmp_path, capsys):
@@ -247,7 +247,7 @@ def test_every_exported_plugin_carries_a_model_card_its_manifest_covers(exported
     the training config's digest) and usage; ``plugin verify`` refuses an edited card."""
     import yaml
 
-    from autagent.card import config_digest
+    from autagent.plugin.card import config_digest
 
     path = exported[0]
     manifest = json.loads((path / "manifest.json").read_text())
@@ -261,14 +261,14 @@ def test_every_exported_plugin_carries_a_model_card_its_manifest_covers(exported
     assert "autagent serve --plugin" in card and "Plugin.load(" in card and "README.md" in manifest["files"]
     edited = _copy(path, tmp_path)
     (edited / "README.md").write_text(card.replace("AuTAgent plugin", "AuTAgent Plugin"))  # same size
-    report = plugin_mod.verify(edited)
+    report = api.verify(edited)
     assert not report["ok"] and "README.md does not match its digest" in report["checks"]["files_and_hash"]
 
 
 def test_trust_primitives_hold_at_their_edges(tmp_path):
     """Key order never changes the content hash; odd manifest names are refused; a signature without
     a key id verifies (and says its kind); an empty key file is refused."""
-    from autagent.trust import check_name, sign, verify_signature
+    from autagent.plugin.trust import check_name, sign, verify_signature
 
     manifest = {"format": "autagent-plugin", "files": {"a.json": {"sha256": "0", "size": 1}}, "tools": [1, 2]}
     assert content_hash(manifest) == content_hash(dict(reversed(list(manifest.items()))))
@@ -292,7 +292,7 @@ def test_folder_listing_and_key_ids_are_stable(tmp_path):
     """A file in a subfolder is a file; a FIFO and a link to a folder are odd entries, and nothing under
     the linked folder is listed.  Key ids are pinned: users pin them, so they must not drift between
     versions (a fixed Ed25519 key and a fixed HMAC secret)."""
-    from autagent.trust import folder_entries, sign
+    from autagent.plugin.trust import folder_entries, sign
 
     plugin, outside = tmp_path / "plugin", tmp_path / "outside"
     (plugin / "tokenizer").mkdir(parents=True)
@@ -322,13 +322,13 @@ def test_size_limits_are_the_documented_ones(exported, tmp_path):
     with open(big / "manifest.json", "r+b") as handle:
         handle.truncate((16 << 20) + 1)
     with pytest.raises(PluginError, match=f"manifest is larger than {16 << 20} bytes"):
-        plugin_mod.load(big)
+        api.load(big)
     huge = _copy(exported[0], tmp_path, "huge")
     _edit_manifest(huge, lambda m: m["files"]["model.safetensors"].update(size=(64 << 30) + 1))
     with pytest.raises(PluginError, match=f"declares {(64 << 30) + 1} bytes; at most {64 << 30}"):
-        plugin_mod.load(huge)
+        api.load(huge)
     edge = _copy(exported[0], tmp_path, "edge")
     _edit_manifest(edge, lambda m: m["files"]["model.safetensors"].update(size=64 << 30))
     with pytest.raises(PluginError) as err:  # allowed by the limit, refused for not matching the file
-        plugin_mod.load(edge)
+        api.load(edge)
     assert "at most" not in str(err.value)

@@ -7,7 +7,6 @@ stream; the Python API's streaming session gives the records and prompt the whol
 from __future__ import annotations
 
 import asyncio
-import base64
 import json
 import threading
 import time
@@ -15,87 +14,24 @@ import time
 import httpx
 import numpy as np
 import pytest
-from test_serve import InThread, _message, _plugin
-from test_serve_hardening import Upstream, _options
-
-RATE = 24000
-TEXT = "What is the tempo?\n(A) 60 BPM\n(B) 120 BPM"
+from helpers.realtime import RATE, SESSION, TEXT, Client, pcm_chunks
+from helpers.serve import Upstream, chat_message, router_plugin, start_service
 
 
 @pytest.fixture(scope="module")
 def calls_plugin(tmp_path_factory):
-    return _plugin(tmp_path_factory.mktemp("realtime") / "asr-tempo", [3.0, -3.0, -3.0, 3.0, -3.0, -3.0])
+    return router_plugin(tmp_path_factory.mktemp("realtime") / "asr-tempo", [3.0, -3.0, -3.0, 3.0, -3.0, -3.0])
 
 
 def _pcm(path, tmp_path, name: str):
     """The clip as 24 kHz 16-bit samples, and the WAV a client posting the same samples whole sends."""
+    from tools.arriving import wav_bytes
     from tools.audio import load_audio
-    from tools.stream import wav_bytes
 
     pcm = np.round(np.clip(load_audio(path, RATE).samples, -1, 1) * 32767).astype(np.int16)
     out = tmp_path / f"{name}-24k.wav"
     out.write_bytes(wav_bytes(pcm, RATE))
     return pcm, out
-
-
-def _chunks(pcm: np.ndarray, seconds: float = 0.1):
-    step = int(seconds * RATE)
-    return [base64.b64encode(pcm[i : i + step].tobytes()).decode() for i in range(0, len(pcm), step)]
-
-
-def _service(plugin, tmp, upstream=None, **limits) -> InThread:
-    from autagent.serve import create_app
-
-    return InThread(create_app(_options(plugin, tmp, upstream, **limits)))
-
-
-SESSION = {"type": "realtime", "output_modalities": ["text"], "audio": {"input": {"format": {"type": "audio/pcm"}}}}
-
-
-class Client:
-    """A plain ``websockets`` client of ``/v1/realtime``."""
-
-    def __init__(self, url: str):
-        from websockets.sync.client import connect
-
-        self.socket = connect(url.replace("http://", "ws://") + "/v1/realtime?model=m", max_size=None)
-        self.created = self.recv()
-
-    def send(self, kind: str, **fields) -> None:
-        self.socket.send(json.dumps({"type": kind, **fields}))
-
-    def recv(self, timeout: float = 120) -> dict:
-        return json.loads(self.socket.recv(timeout=timeout))
-
-    def until(self, kind: str, timeout: float = 120) -> list[dict]:
-        """Every event up to and including the first of ``kind``."""
-        seen = []
-        while not seen or seen[-1]["type"] != kind:
-            seen.append(self.recv(timeout))
-        return seen
-
-    def ask(self, text: str = TEXT) -> None:
-        self.send(
-            "conversation.item.create",
-            item={"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
-        )
-        assert [e["type"] for e in self.until("conversation.item.done")][-2:] == [
-            "conversation.item.added",
-            "conversation.item.done",
-        ]
-
-    def stream(self, pcm: np.ndarray) -> None:
-        for chunk in _chunks(pcm):
-            self.send("input_audio_buffer.append", audio=chunk)
-
-    def answer(self) -> dict:
-        """Commit, ask for a response: its ``response.done``."""
-        self.send("input_audio_buffer.commit")
-        self.send("response.create")
-        return self.until("response.done")[-1]
-
-    def close(self) -> None:
-        self.socket.close()
 
 
 def _good_stream(url: str, pcm: np.ndarray) -> dict:
@@ -117,7 +53,7 @@ def test_the_openai_sdks_realtime_client_gets_the_answer_and_tools_of_the_whole_
 ):
     from openai import AsyncOpenAI
 
-    service = _service(calls_plugin, tmp_path, max_audio_seconds=30.0)
+    service = start_service(calls_plugin, tmp_path, max_audio_seconds=30.0)
     ws_url = service.url.replace("http://", "ws://") + "/v1"
     try:
         for sample in tiny_bench["test"][:3]:
@@ -131,7 +67,7 @@ def test_the_openai_sdks_realtime_client_gets_the_answer_and_tools_of_the_whole_
                     await connection.conversation.item.create(
                         item={"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]}
                     )
-                    for chunk in _chunks(pcm):
+                    for chunk in pcm_chunks(pcm):
                         await connection.input_audio_buffer.append(audio=chunk)
                     await connection.input_audio_buffer.commit()
                     await connection.response.create()
@@ -158,7 +94,7 @@ def test_the_openai_sdks_realtime_client_gets_the_answer_and_tools_of_the_whole_
             info = done.model_extra["autagent"]
             whole = httpx.post(
                 service.url + "/v1/chat/completions",
-                json={"model": "embedded", "messages": _message(whole_wav, sample.question, sample.choices)},
+                json={"model": "embedded", "messages": chat_message(whole_wav, sample.question, sample.choices)},
                 timeout=120,
             ).json()
             assert (
@@ -178,7 +114,7 @@ def test_a_plain_websockets_client_the_question_after_the_audio_and_none_at_all(
     """The question may come after the audio; with none, the transcript is the question (the upstream
     sees it); each event has the Realtime API's shape."""
     echo = Upstream("echo")
-    service = _service(calls_plugin, tmp_path, upstream=echo.url)
+    service = start_service(calls_plugin, tmp_path, upstream=echo.url)
     pcm, _ = _pcm(click_wav[0], tmp_path, "clicks")
     try:
         client = Client(service.url)
@@ -218,7 +154,7 @@ def _stream_threads() -> int:
 def test_every_fault_is_an_error_event_and_the_service_answers_the_next_stream(calls_plugin, tmp_path, click_wav):
     pcm, _ = _pcm(click_wav[0], tmp_path, "clicks")
     pcm = pcm[: 3 * RATE]
-    service = _service(calls_plugin, tmp_path, max_audio_seconds=4.0, max_realtime_sessions=2)
+    service = start_service(calls_plugin, tmp_path, max_audio_seconds=4.0, max_realtime_sessions=2)
     health = lambda: httpx.get(service.url + "/health").json()  # noqa: E731
 
     def error_of(client: Client) -> dict:
@@ -228,7 +164,7 @@ def test_every_fault_is_an_error_event_and_the_service_answers_the_next_stream(c
 
     try:
         client = Client(service.url)
-        client.send("input_audio_buffer.append", audio=_chunks(pcm)[0], event_id="ev_1")
+        client.send("input_audio_buffer.append", audio=pcm_chunks(pcm)[0], event_id="ev_1")
         first = error_of(client)
         assert first["code"] == "session_not_configured" and first["event_id"] == "ev_1"
         client.send("session.frobnicate")
@@ -244,7 +180,7 @@ def test_every_fault_is_an_error_event_and_the_service_answers_the_next_stream(c
         client.send("response.create")
         assert error_of(client)["code"] == "no_committed_audio"
         client.stream(pcm)
-        client.send("input_audio_buffer.append", audio=_chunks(pcm[: int(1.5 * RATE)], 1.5)[0])  # past the 4 s cap
+        client.send("input_audio_buffer.append", audio=pcm_chunks(pcm[: int(1.5 * RATE)], 1.5)[0])  # past the 4 s cap
         full = error_of(client)
         assert full["code"] == "input_audio_buffer_full" and "cap of 4 s" in full["message"]
         client.ask()
@@ -287,7 +223,7 @@ def test_every_fault_is_an_error_event_and_the_service_answers_the_next_stream(c
 def test_a_reasoner_failing_mid_response_is_an_error_event_and_a_failed_response(calls_plugin, tmp_path, click_wav):
     flaky = Upstream("flaky")
     pcm, _ = _pcm(click_wav[0], tmp_path, "clicks")
-    service = _service(calls_plugin, tmp_path, upstream=flaky.url)
+    service = start_service(calls_plugin, tmp_path, upstream=flaky.url)
     try:
         client = Client(service.url)
         client.send("session.update", session=SESSION)
@@ -330,7 +266,7 @@ def test_the_python_apis_streaming_session_gives_the_whole_clips_records_and_pro
             break
     session.commit()
     result = session.result().result(timeout=120)
-    messages = _message(whole_wav, "What is the tempo?", ["60 BPM", "120 BPM"])
+    messages = chat_message(whole_wav, "What is the tempo?", ["60 BPM", "120 BPM"])
     expected = whole.augment_query(messages, whole.read(messages))
     assert result.tools == expected.tools == ["asr", "tempo"] and result.first_tools == ["asr", "tempo"]
     assert result.messages(messages[0]["content"][1]["text"]) == expected.messages
@@ -378,18 +314,18 @@ def test_a_closed_sessions_work_stops_between_tools_and_counts_until_it_has(
 ):
     """No question: the transcript runs first; the client leaves during it.  The session keeps its
     place under the cap until the transcript's call returns, and no tool starts after it."""
-    from tools import stream
+    from tools import arriving
 
-    started, record = [], stream.ClipStream._record
+    started, record = [], arriving.ClipStream._record
 
     def slow(self, tool_id, path):
         started.append(tool_id)
         time.sleep(2.0)
         return record(self, tool_id, path)
 
-    monkeypatch.setattr(stream.ClipStream, "_record", slow)
+    monkeypatch.setattr(arriving.ClipStream, "_record", slow)
     echo = Upstream("echo")
-    service = _service(calls_plugin, tmp_path, upstream=echo.url, max_realtime_sessions=1)
+    service = start_service(calls_plugin, tmp_path, upstream=echo.url, max_realtime_sessions=1)
     health = lambda: httpx.get(service.url + "/health").json()  # noqa: E731
     pcm, _ = _pcm(click_wav[0], tmp_path, "clicks")
     try:
@@ -426,7 +362,7 @@ def test_odd_frames_an_empty_reply_and_the_sessions_instructions(calls_plugin, t
     empty, echo = Upstream("empty"), Upstream("echo")
     try:
         for upstream, status in ((empty, "failed"), (echo, "completed")):
-            service = _service(calls_plugin, tmp_path, upstream=upstream.url, max_audio_seconds=4.0)
+            service = start_service(calls_plugin, tmp_path, upstream=upstream.url, max_audio_seconds=4.0)
             try:
                 client = Client(service.url)
                 for frame in ("[1]", '"x"', "5", "null", '{"type": ["a"]}'):

@@ -87,13 +87,13 @@ def test_a_custom_tool_is_listed_trained_on_and_exported(custom_module, tiny_ben
     assert set(record["output"]) == {"loudest_db", "quietest_db"}
 
     # Without the custom tool registered, the plugin is refused, naming the tool.
-    code = f"from autagent.plugin import load; load({str(run / 'plugin')!r})"
+    code = f"from autagent.api import load; load({str(run / 'plugin')!r})"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PATH": "/usr/bin"})
     assert out.returncode != 0 and "needs tools that are not installed here: loudness" in out.stderr
 
 
 def test_a_plugin_never_selects_a_tool_it_was_not_trained_with(tiny_bench, tmp_path):
-    from autagent.plugin import load
+    from autagent.api import load
     from autagent.policies.router.features import Featurizer
     from autagent.policies.router.model import Router, RouterConfig
     from autagent.policies.router.plugin import export_router

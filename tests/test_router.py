@@ -78,7 +78,7 @@ def test_the_factored_router_lets_the_clip_veto_a_tool_but_never_call_one_the_te
     joint = per_tool.tool_probabilities(text)
     assert (joint.max(0).values - joint.min(0).values > 0.5).any()  # its clip alone swings a tool
     path = export_router(tmp_path / "f", factored, featurizer, TOOLS, "embedded", {}, 30.0, {"name": "f"})
-    from autagent.plugin import load
+    from autagent.api import load
 
     plugin = load(path)
     assert plugin.router.config.scorer == "factored"
@@ -107,9 +107,9 @@ def test_the_tool_side_is_shared_so_a_tool_is_scored_from_its_description(featur
 
 
 def test_a_plugin_records_descriptions_and_scores_a_tool_added_after_training(featurizer, tmp_path, capsys):
+    from autagent.api import load
     from autagent.cli import main
-    from autagent.plugin import load
-    from autagent.trust import PluginError
+    from autagent.plugin.trust import PluginError
 
     router = _router(featurizer, ("asr", "emotion", "chords", "pitch"))
     path = export_router(

@@ -98,7 +98,7 @@ def test_trl_signature_batch_and_tool_cost():
 def test_lookup_oracle_takes_one_subset_per_kind():
     """The per-kind ceiling: one subset for every item of a kind, the one right most often there,
     fewest tools on ties; it can score below the per-item oracle, never above."""
-    from autagent.evaluate import MethodResult, lookup_oracle
+    from autagent.evaluation.harness import MethodResult, lookup_oracle
 
     samples = [Sample(f"s{i}", "a.wav", "q", ("x", "y"), "x", category=kind) for i, kind in enumerate("aaab")]
     right = {
@@ -119,7 +119,7 @@ def test_label_oracle_calls_each_items_labelled_tools_and_needs_labels_on_every_
     """The generator's knowledge as a selector: an item's labelled tools in the library's order (a tool
     not enabled dropped); a row the loader could not score gets none; a dataset whose scorable rows are
     not all labelled (a published benchmark) has no such oracle."""
-    from autagent.evaluate import labelled_subsets
+    from autagent.evaluation.harness import labelled_subsets
 
     def row(i, **meta):
         return Sample(f"s{i}", "a.wav", "q", ("x", "y"), "x", meta=meta)

@@ -10,37 +10,34 @@ import json
 import os
 import socket
 import subprocess
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import httpx
 import pytest
 import torch
+from helpers.serve import (
+    TOOLS,
+    FakeUpstream,
+    QuietHandler,
+    chat_message,
+    post_concurrently,
+    router_plugin,
+    start_service,
+)
 
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
 from autagent.policies.router.plugin import export_router
 
 ROOT = Path(__file__).resolve().parent.parent
-TOOLS = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
-
-
-def _plugin(folder: Path, biases) -> Path:
-    torch.manual_seed(0)
-    featurizer = Featurizer(RouterConfig())
-    router = Router(featurizer.dim, RouterConfig(), len(TOOLS))
-    with torch.no_grad():
-        router.net[-1].bias.copy_(torch.tensor(biases))
-    return export_router(folder, router, featurizer, TOOLS, "embedded", {}, 30.0, {"name": "serve-test"})
 
 
 @pytest.fixture(scope="module")
 def plugins(tmp_path_factory):
     root = tmp_path_factory.mktemp("serve-plugins")
-    calls = _plugin(root / "asr-tempo", [3.0, -3.0, -3.0, 3.0, -3.0, -3.0])  # always asr and tempo
-    quiet = _plugin(root / "quiet", [-5.0] * len(TOOLS))  # never a tool
+    calls = router_plugin(root / "asr-tempo", [3.0, -3.0, -3.0, 3.0, -3.0, -3.0])  # always asr and tempo
+    quiet = router_plugin(root / "quiet", [-5.0] * len(TOOLS))  # never a tool
     return {"calls": calls, "quiet": quiet}
 
 
@@ -71,20 +68,6 @@ def services(plugins, tmp_path_factory):
         process.wait(timeout=30)
 
 
-def _message(path, question: str, choices) -> list:
-    audio = base64.b64encode(Path(path).read_bytes()).decode()
-    text = question + "\n" + "\n".join(f"({chr(65 + i)}) {c}" for i, c in enumerate(choices))
-    return [
-        {
-            "role": "user",
-            "content": [
-                {"type": "input_audio", "input_audio": {"data": audio, "format": "wav"}},
-                {"type": "text", "text": text},
-            ],
-        }
-    ]
-
-
 def _logged(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
@@ -101,7 +84,7 @@ def test_the_plugin_service_answers_as_autagent_answer_does(services, plugins, t
     for sample in tiny_bench["test"][:4]:
         before = len(_logged(services["log"]))
         reply = client.chat.completions.create(
-            model="any", messages=_message(sample.audio, sample.question, sample.choices)
+            model="any", messages=chat_message(sample.audio, sample.question, sample.choices)
         )
         info = reply.model_extra["autagent"]
         assert (
@@ -133,7 +116,7 @@ def test_the_plugin_service_answers_as_autagent_answer_does(services, plugins, t
         assert len(seen) == 1 and seen[0]["text"].startswith("The following outputs of acoustic analysis tools")
         assert '"tool": "tempo"' in seen[0]["text"] and sample.question in seen[0]["text"]
         streamed = client.chat.completions.create(
-            model="any", stream=True, messages=_message(sample.audio, sample.question, sample.choices)
+            model="any", stream=True, messages=chat_message(sample.audio, sample.question, sample.choices)
         )
         assert "".join(c.choices[0].delta.content or "" for c in streamed if c.choices) == expected["answer"]
 
@@ -141,7 +124,7 @@ def test_the_plugin_service_answers_as_autagent_answer_does(services, plugins, t
 @pytest.mark.slow  # two `autagent serve` processes on loopback ports
 def test_a_toolless_selection_passes_the_request_through_untouched(services, tiny_bench):
     sample = tiny_bench["test"][0]
-    messages = _message(sample.audio, sample.question, sample.choices)
+    messages = chat_message(sample.audio, sample.question, sample.choices)
     before = len(_logged(services["log"]))
     reply = httpx.post(
         services["quiet"] + "/v1/chat/completions", json={"model": "m", "messages": messages}, timeout=120
@@ -156,7 +139,7 @@ def test_the_python_api_writes_the_services_upstream_prompt_byte_for_byte(servic
     from autagent import Plugin
 
     sample = tiny_bench["test"][1]
-    messages = _message(sample.audio, sample.question, sample.choices)
+    messages = chat_message(sample.audio, sample.question, sample.choices)
     before = len(_logged(services["log"]))
     httpx.post(services["front"] + "/v1/chat/completions", json={"model": "m", "messages": messages}, timeout=120)
     (seen,) = _logged(services["log"])[before:]
@@ -185,82 +168,6 @@ def test_select_health_and_metrics(services, tiny_bench):
     text = httpx.get(services["front"] + "/metrics").text
     assert 'autagent_requests_total{endpoint="select",status="200"}' in text
     assert 'autagent_stage_seconds_count{stage="select"}' in text
-
-
-class QuietHandler(BaseHTTPRequestHandler):
-    """A stand-in server's request handler that logs nothing."""
-
-    def log_message(self, *args):
-        pass
-
-
-class FakeUpstream(threading.Thread):
-    """A stand-in OpenAI-compatible upstream on a free loopback port, answering with ``handler``; serving
-    from construction on, its base URL (``.../v1``) in ``url``."""
-
-    def __init__(self, handler: type[BaseHTTPRequestHandler]):
-        super().__init__(daemon=True)
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-        self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}/v1"
-        self.start()
-
-    def run(self):
-        self.httpd.serve_forever()
-
-
-def post_concurrently(url: str, body: dict, clients: int, timeout: float) -> list:
-    """``clients`` threads POST ``body`` to ``url`` at once; their replies, in thread order."""
-    replies = [None] * clients
-
-    def client(i):
-        replies[i] = httpx.post(url, json=body, timeout=timeout)
-
-    threads = [threading.Thread(target=client, args=(i,)) for i in range(clients)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
-    return replies
-
-
-class InThread:
-    """The app on a loopback port, served by uvicorn in a thread of this process."""
-
-    def __init__(self, app):
-        import uvicorn
-
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-        self.thread.start()
-        deadline = time.time() + 30
-        while not (self.server.started and self.server.servers) and time.time() < deadline:
-            time.sleep(0.05)
-        self.url = f"http://127.0.0.1:{self.server.servers[0].sockets[0].getsockname()[1]}"
-
-    def stop(self):
-        self.server.should_exit = True
-        self.thread.join(timeout=30)
-
-
-def _app(plugin, tmp, upstream=None, **limits):
-    from autagent.config import load_config
-    from autagent.serve import build, create_app
-
-    config = load_config(
-        None,
-        {"answer_cache_dir": str(tmp / "answers"), "tools.cache_dir": str(tmp / "tools"), "tools.executor": "local"},
-    )
-    options = build(
-        config,
-        reasoner=None if upstream else "embedded",
-        upstream=upstream,
-        plugin=str(plugin),
-        audio_dir=str(tmp / "audio"),
-        upstream_retries=0,
-        upstream_timeout_s=5.0,
-        **limits,
-    )
-    return InThread(create_app(options))
 
 
 class _Upstream(FakeUpstream):
@@ -300,7 +207,9 @@ def _refused(reply, status: int, words: str):
 def test_every_hostile_request_gets_an_openai_shaped_error_and_the_service_stays_up(
     plugins, tmp_path, click_wav, melody_wav
 ):
-    service = _app(plugins["calls"], tmp_path, max_audio_seconds=5.0, max_audio_bytes=600_000)
+    service = start_service(
+        plugins["calls"], tmp_path, max_audio_seconds=5.0, max_audio_bytes=600_000, upstream_timeout_s=5.0
+    )
     url = service.url + "/v1/chat/completions"
     ok_audio = base64.b64encode(Path(melody_wav[0]).read_bytes()).decode()
     long_audio = base64.b64encode(Path(click_wav[0]).read_bytes()).decode()  # 10 s
@@ -349,9 +258,9 @@ def test_every_hostile_request_gets_an_openai_shaped_error_and_the_service_stays
 def test_an_upstream_that_is_down_or_answers_junk_is_a_502_that_names_no_address(plugins, tmp_path, melody_wav):
     junk = _Upstream("junk")
     down = f"http://127.0.0.1:{_free_port()}/v1"
-    body = {"model": "m", "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
+    body = {"model": "m", "messages": chat_message(melody_wav[0], "Which is it?", ["one", "two"])}
     for upstream, words in ((down, "ConnectionError"), (junk.url, "not JSON")):
-        service = _app(plugins["calls"], tmp_path, upstream=upstream)
+        service = start_service(plugins["calls"], tmp_path, upstream=upstream, upstream_timeout_s=5.0)
         try:
             _refused(httpx.post(service.url + "/v1/chat/completions", json=body, timeout=60), 502, "the upstream")
             reply = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=60)
@@ -366,8 +275,10 @@ def test_an_upstream_that_is_down_or_answers_junk_is_a_502_that_names_no_address
 
 def test_32_concurrent_clients_on_a_bounded_service_each_get_an_answer_or_a_429(plugins, tmp_path, melody_wav):
     slow = _Upstream("slow")
-    service = _app(plugins["quiet"], tmp_path, upstream=slow.url, max_concurrency=2, max_queue=4)
-    body = {"model": "m", "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
+    service = start_service(
+        plugins["quiet"], tmp_path, upstream=slow.url, max_concurrency=2, max_queue=4, upstream_timeout_s=5.0
+    )
+    body = {"model": "m", "messages": chat_message(melody_wav[0], "Which is it?", ["one", "two"])}
     try:
         replies = post_concurrently(service.url + "/v1/chat/completions", body, 32, timeout=120)
         statuses = [r.status_code for r in replies]
@@ -395,12 +306,12 @@ def test_a_failing_tool_drops_only_its_record(tmp_path, melody_wav):
     featurizer = Featurizer(RouterConfig())
     router = Router(featurizer.dim, RouterConfig(init_bias=4.0), 2)
     plugin = export_router(tmp_path / "p", router, featurizer, ("tempo", "broken_tool"), "embedded", {}, 30.0, {})
-    service = _app(plugin, tmp_path)
+    service = start_service(plugin, tmp_path, upstream_timeout_s=5.0)
     try:
         reply = httpx.post(
             service.url + "/v1/chat/completions",
             timeout=120,
-            json={"model": "m", "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])},
+            json={"model": "m", "messages": chat_message(melody_wav[0], "Which is it?", ["one", "two"])},
         )
         info = reply.json()["autagent"]
         assert reply.status_code == 200 and info["tools"] == ["tempo", "broken_tool"]

@@ -36,7 +36,7 @@ class _Refusing:
     def __init__(self, status: int):
         import json
 
-        from test_serve import FakeUpstream, QuietHandler
+        from helpers.serve import FakeUpstream, QuietHandler
 
         class Handler(QuietHandler):
             def do_POST(self):  # noqa: N802 - http.server API
@@ -54,7 +54,7 @@ class _Refusing:
 
 def _pass_through(tmp_path, upstream: str, **settings):
     """A service with no plugin in front of ``upstream`` (nothing to load: fast)."""
-    from test_serve import InThread
+    from helpers.serve import InThread
 
     from autagent.config import load_config
     from autagent.serve import build, create_app
@@ -76,7 +76,7 @@ BODY = {"model": "m", "messages": [{"role": "user", "content": "hello"}]}
 
 def test_the_api_key_is_asked_on_http_and_realtime_and_health_tells_nothing_of_the_upstream(tmp_path, monkeypatch):
     import httpx
-    from test_serve_hardening import Upstream
+    from helpers.serve import Upstream
     from websockets.exceptions import InvalidStatus
     from websockets.sync.client import connect
 
@@ -112,7 +112,7 @@ def test_the_api_key_is_asked_on_http_and_realtime_and_health_tells_nothing_of_t
 
 def test_a_foreign_host_a_foreign_origin_and_a_text_plain_post_are_refused(tmp_path):
     import httpx
-    from test_serve_hardening import Upstream
+    from helpers.serve import Upstream
     from websockets.exceptions import InvalidStatus
     from websockets.sync.client import connect
 
@@ -158,9 +158,9 @@ def test_mcp_over_http_asks_for_the_key(tmp_path, click_wav):
     from pathlib import Path
 
     import httpx2
+    from helpers.serve import InThread
     from mcp import Client
     from mcp.client.streamable_http import create_mcp_http_client, streamable_http_client
-    from test_serve import InThread
 
     from autagent.config import load_config
     from autagent.serve.mcp_server import McpOptions, build_server, http_app, open_tools

@@ -12,13 +12,12 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from test_serve import _message, _plugin
-from test_serve_hardening import TOOLS, Upstream, _service
+from helpers.serve import TOOLS, InThread, Upstream, chat_message, router_plugin, service_options, start_service
 
 
 @pytest.fixture(scope="module")
 def quiet_plugin(tmp_path_factory):
-    return _plugin(tmp_path_factory.mktemp("bounds") / "quiet", [-5.0] * len(TOOLS))
+    return router_plugin(tmp_path_factory.mktemp("bounds") / "quiet", [-5.0] * len(TOOLS))
 
 
 def _files(folder: Path) -> list[Path]:
@@ -34,7 +33,7 @@ def _wav(path: Path, samples, rate=16000) -> Path:
 
 def test_refused_clips_leave_nothing_on_disk(quiet_plugin, tmp_path, click_wav):
     echo = Upstream("echo")
-    service = _service(quiet_plugin, tmp_path, upstream=echo.url, max_audio_seconds=5.0)
+    service = start_service(quiet_plugin, tmp_path, upstream=echo.url, max_audio_seconds=5.0)
     url = service.url + "/v1/chat/completions"
     rng = np.random.default_rng(0)
     refused = [
@@ -60,7 +59,6 @@ def test_refused_clips_leave_nothing_on_disk(quiet_plugin, tmp_path, click_wav):
 
 
 def test_a_clip_refused_by_a_reasoner_in_process_is_deleted(quiet_plugin, tmp_path, melody_wav):
-    from test_serve import InThread
 
     from autagent.config import load_config
     from autagent.serve import build, create_app
@@ -68,7 +66,7 @@ def test_a_clip_refused_by_a_reasoner_in_process_is_deleted(quiet_plugin, tmp_pa
     config = load_config(None, {"answer_cache_dir": str(tmp_path / "answers"), "tools.cache_dir": str(tmp_path / "t")})
     service = InThread(create_app(build(config, reasoner="embedded", audio_dir=str(tmp_path / "audio"))))
     try:
-        one_choice = {"model": "m", "messages": _message(melody_wav[0], "Which is it?", ["one"])}
+        one_choice = {"model": "m", "messages": chat_message(melody_wav[0], "Which is it?", ["one"])}
         reply = httpx.post(service.url + "/v1/chat/completions", json=one_choice, timeout=120)
         assert reply.status_code == 400 and "at least two choices" in reply.text
         assert _files(tmp_path / "audio") == []
@@ -77,13 +75,11 @@ def test_a_clip_refused_by_a_reasoner_in_process_is_deleted(quiet_plugin, tmp_pa
 
 
 def test_a_failure_of_ours_is_a_500_that_names_no_path(quiet_plugin, tmp_path, melody_wav):
-    from test_serve import InThread
-    from test_serve_hardening import _options
 
     from autagent.serve import create_app
 
     echo = Upstream("echo")
-    service = _options(quiet_plugin, tmp_path, upstream=echo.url)
+    service = service_options(quiet_plugin, tmp_path, upstream=echo.url)
 
     def broken(messages, query):
         raise OSError(36, "File name too long", "/srv/secret/clips/" + "x" * 300)
@@ -91,7 +87,7 @@ def test_a_failure_of_ours_is_a_500_that_names_no_path(quiet_plugin, tmp_path, m
     service.plugin.augment_query = broken
     app = InThread(create_app(service))
     try:
-        body = {"model": "m", "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
+        body = {"model": "m", "messages": chat_message(melody_wav[0], "Which is it?", ["one", "two"])}
         reply = httpx.post(app.url + "/v1/chat/completions", json=body, timeout=60)
         assert reply.status_code == 500 and "reference" in reply.json()["error"]["message"]
         assert "/srv/secret" not in reply.text and "File name" not in reply.text

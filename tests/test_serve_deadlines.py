@@ -12,15 +12,21 @@ from pathlib import Path
 
 import httpx
 import pytest
-from test_agentic import ScriptUpstream, _call, _messages, _service
-from test_serve import _message, _plugin
-from test_serve_hardening import TOOLS, Upstream
-from test_serve_hardening import _service as _hardened
+from helpers.serve import (
+    TOOLS,
+    ScriptUpstream,
+    Upstream,
+    chat_message,
+    router_plugin,
+    start_agentic_service,
+    start_service,
+    tool_call,
+)
 
 
 @pytest.fixture(scope="module")
 def quiet_plugin(tmp_path_factory):
-    return _plugin(tmp_path_factory.mktemp("deadlines") / "quiet", [-5.0] * len(TOOLS))
+    return router_plugin(tmp_path_factory.mktemp("deadlines") / "quiet", [-5.0] * len(TOOLS))
 
 
 def test_a_hung_tool_in_process_times_out_and_the_next_call_is_served(tmp_path, melody_wav, click_wav):
@@ -51,13 +57,13 @@ def test_a_hung_tool_in_process_times_out_and_the_next_call_is_served(tmp_path, 
 def test_an_agentic_round_runs_at_most_the_cap_and_unknown_tools_never_reach_the_client(
     tmp_path, quiet_plugin, click_wav
 ):
-    many = [_call("tempo", json.dumps({"start": k * 0.1, "end": 5 + k * 0.1}), f"c{k}") for k in range(20)]
+    many = [tool_call("tempo", json.dumps({"start": k * 0.1, "end": 5 + k * 0.1}), f"c{k}") for k in range(20)]
     script = lambda body, turn: (  # noqa: E731
-        {"content": None, "tool_calls": [*many, _call("rm_rf", "{}", "x")]} if turn == 1 else {"content": "done"}
+        {"content": None, "tool_calls": [*many, tool_call("rm_rf", "{}", "x")]} if turn == 1 else {"content": "done"}
     )
     upstream = ScriptUpstream(script)
-    service, _ = _service(tmp_path, quiet_plugin, upstream.url, max_tool_calls=3)
-    body = {"model": "m", "messages": _messages(click_wav[0], "Which tempo?", ["60 BPM", "120 BPM"])}
+    service, _ = start_agentic_service(tmp_path, quiet_plugin, upstream.url, max_tool_calls=3)
+    body = {"model": "m", "messages": chat_message(click_wav[0], "Which tempo?", ["60 BPM", "120 BPM"])}
     try:
         reply = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=120)
     finally:
@@ -74,7 +80,7 @@ def test_an_agentic_round_runs_at_most_the_cap_and_unknown_tools_never_reach_the
         return {"content": "late"}
 
     upstream = ScriptUpstream(slow)
-    service, _ = _service(tmp_path, quiet_plugin, upstream.url, request_timeout_s=1.0)
+    service, _ = start_agentic_service(tmp_path, quiet_plugin, upstream.url, request_timeout_s=1.0)
     started = time.perf_counter()
     try:
         late = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=120)
@@ -86,7 +92,9 @@ def test_an_agentic_round_runs_at_most_the_cap_and_unknown_tools_never_reach_the
 
 def test_a_dripped_body_is_refused_at_its_deadline_and_holds_no_slot(quiet_plugin, tmp_path, melody_wav):
     echo = Upstream("echo")
-    service = _hardened(quiet_plugin, tmp_path, upstream=echo.url, max_concurrency=1, max_queue=2, body_timeout_s=2.0)
+    service = start_service(
+        quiet_plugin, tmp_path, upstream=echo.url, max_concurrency=1, max_queue=2, body_timeout_s=2.0
+    )
     host, port = service.url.split("//")[1].split(":")
     head = (
         b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
@@ -96,7 +104,7 @@ def test_a_dripped_body_is_refused_at_its_deadline_and_holds_no_slot(quiet_plugi
         with socket.create_connection((host, int(port)), timeout=10) as drip:
             drip.sendall(head)  # and nothing more
             started = time.perf_counter()
-            body = {"model": "m", "messages": _message(melody_wav[0], "Which?", ["one", "two"])}
+            body = {"model": "m", "messages": chat_message(melody_wav[0], "Which?", ["one", "two"])}
             ok = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=30)
             assert ok.status_code == 200 and time.perf_counter() - started < 2  # the slot was free meanwhile
             answer = drip.recv(200)

@@ -24,8 +24,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from test_serve import InThread, _plugin
-from test_serve_hardening import Upstream, _options
+from helpers.serve import InThread, Upstream, router_plugin, service_options
 
 pytestmark = pytest.mark.slow
 FUZZ_REQUESTS = 2000
@@ -49,7 +48,7 @@ def _clip(seed: int, seconds: float = 0.3, rate: int = 16000) -> bytes:
 
 @pytest.fixture(scope="module")
 def tempo_plugin(tmp_path_factory):
-    return _plugin(tmp_path_factory.mktemp("fuzz") / "tempo", [-5.0, -5.0, -5.0, 5.0, -5.0, -5.0])
+    return router_plugin(tmp_path_factory.mktemp("fuzz") / "tempo", [-5.0, -5.0, -5.0, 5.0, -5.0, -5.0])
 
 
 def test_the_api_fuzzer_finds_no_response_of_500_or_more(tempo_plugin, tmp_path):
@@ -59,7 +58,7 @@ def test_the_api_fuzzer_finds_no_response_of_500_or_more(tempo_plugin, tmp_path)
     from hypothesis.errors import Unsatisfiable
 
     echo = Upstream("echo")
-    options = _options(tempo_plugin, tmp_path, upstream=echo.url, max_audio_bytes=200_000, max_concurrency=4)
+    options = service_options(tempo_plugin, tmp_path, upstream=echo.url, max_audio_bytes=200_000, max_concurrency=4)
     app = InThread(__import__("autagent.serve", fromlist=["create_app"]).create_app(options))
     schema = schemathesis.openapi.from_dict(httpx.get(app.url + "/openapi.json").json())
     good = base64.b64encode(_clip(1)).decode()
@@ -168,15 +167,15 @@ def _event_strategy(max_event_bytes: int):
 
 
 def test_the_realtime_fuzz_leaves_every_session_and_the_service_up(tempo_plugin, tmp_path):
+    from helpers.realtime import SESSION, Client
     from hypothesis import HealthCheck, Phase, given, settings
     from hypothesis import strategies as st
-    from test_realtime import SESSION, Client
     from websockets.sync.client import connect
 
     from autagent.serve import create_app
 
     echo = Upstream("echo")
-    options = _options(tempo_plugin, tmp_path, upstream=echo.url, max_audio_seconds=4.0, max_realtime_sessions=4)
+    options = service_options(tempo_plugin, tmp_path, upstream=echo.url, max_audio_seconds=4.0, max_realtime_sessions=4)
     app = InThread(create_app(options))
     url = app.url.replace("http://", "ws://") + "/v1/realtime"
     seen, started = Counter(), time.perf_counter()

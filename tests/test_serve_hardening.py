@@ -6,7 +6,6 @@ audio never reaches a private address unless allowed."""
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -15,102 +14,26 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from test_serve import TOOLS, FakeUpstream, InThread, QuietHandler, _message, _plugin, post_concurrently
+from helpers.serve import (
+    TOOLS,
+    InThread,
+    Upstream,
+    chat_message,
+    post_concurrently,
+    router_plugin,
+    service_options,
+    start_service,
+)
 
 
 @pytest.fixture(scope="module")
 def quiet_plugin(tmp_path_factory):
-    return _plugin(tmp_path_factory.mktemp("hardening") / "quiet", [-5.0] * len(TOOLS))
+    return router_plugin(tmp_path_factory.mktemp("hardening") / "quiet", [-5.0] * len(TOOLS))
 
 
 @pytest.fixture(scope="module")
 def tempo_plugin(tmp_path_factory):
-    return _plugin(tmp_path_factory.mktemp("hardening") / "tempo", [-5.0, -5.0, -5.0, 5.0, -5.0, -5.0])
-
-
-def _options(plugin, tmp: Path, upstream=None, overrides=None, **limits):
-    from autagent.config import load_config
-    from autagent.serve import build
-
-    config = load_config(
-        None,
-        {
-            "answer_cache_dir": str(tmp / "answers"),
-            "tools.cache_dir": str(tmp / "tools"),
-            "tools.executor": "local",
-            **(overrides or {}),
-        },
-    )
-    return build(
-        config,
-        reasoner=None if upstream else "embedded",
-        upstream=upstream,
-        plugin=str(plugin),
-        audio_dir=str(tmp / "audio"),
-        upstream_retries=0,
-        upstream_timeout_s=10.0,
-        **limits,
-    )
-
-
-def _service(plugin, tmp, upstream=None, overrides=None, **limits) -> InThread:
-    from autagent.serve import create_app
-
-    return InThread(create_app(_options(plugin, tmp, upstream, overrides, **limits)))
-
-
-class Upstream(FakeUpstream):
-    """A stand-in upstream that keeps every body it was sent: ``echo`` answers "ok"; ``drip`` streams one chunk,
-    then the rest once ``release`` is set; ``broken`` sends one chunk of a longer declared body and hangs up; ``junk``
-    answers HTML; ``flaky`` answers HTML the first time, then as ``echo``; ``empty`` a completion with no choices."""
-
-    def __init__(self, mode: str):
-        seen = self.seen = []
-        release = self.release = threading.Event()
-
-        class Handler(QuietHandler):
-            protocol_version = "HTTP/1.1"
-
-            def do_POST(self):  # noqa: N802 - http.server API
-                seen.append(json.loads(self.rfile.read(int(self.headers["Content-Length"]))))
-                if mode == "junk" or (mode == "flaky" and len(seen) == 1):
-                    self.send_response(200)
-                    self.send_header("Content-Type", "text/html")
-                    self.send_header("Content-Length", "9")
-                    self.end_headers()
-                    self.wfile.write(b"<html>502")
-                    return
-                if mode in ("echo", "flaky", "empty"):
-                    choices = (
-                        [] if mode == "empty" else [{"index": 0, "message": {"role": "assistant", "content": "ok"}}]
-                    )
-                    body = json.dumps({"choices": choices}).encode()
-                    self.send_response(200)
-                    self.send_header("Content-Type", "application/json")
-                    self.send_header("Content-Length", str(len(body)))
-                    self.end_headers()
-                    self.wfile.write(body)
-                    return
-                chunk = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m"}
-                line = lambda text: (
-                    f"data: {json.dumps(chunk | {'choices': [{'index': 0, 'delta': {'content': text}}]})}\n\n"
-                )  # noqa: E731
-                self.send_response(200)
-                self.send_header("Content-Type", "text/event-stream")
-                if mode == "broken":
-                    self.send_header("Content-Length", "100000")  # more than is ever sent: a cut-off body
-                else:
-                    self.send_header("Connection", "close")  # the body ends when the connection does
-                self.end_headers()
-                self.wfile.write(line("o").encode())
-                self.wfile.flush()
-                if mode == "drip":
-                    release.wait(timeout=30)
-                    self.wfile.write((line("k") + "data: [DONE]\n\n").encode())
-                    self.wfile.flush()
-                self.close_connection = True
-
-        super().__init__(Handler)
+    return router_plugin(tmp_path_factory.mktemp("hardening") / "tempo", [-5.0, -5.0, -5.0, 5.0, -5.0, -5.0])
 
 
 def _settled(url: str) -> bool:
@@ -136,10 +59,10 @@ def test_a_full_service_refuses_before_reading_the_body_and_a_declared_oversize_
     quiet_plugin, tmp_path, melody_wav
 ):
     slow = Upstream("drip")
-    service = _service(
+    service = start_service(
         quiet_plugin, tmp_path, upstream=slow.url, max_concurrency=1, max_queue=0, max_audio_bytes=600_000
     )
-    body = {"model": "m", "stream": True, "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
+    body = {"model": "m", "stream": True, "messages": chat_message(melody_wav[0], "Which is it?", ["one", "two"])}
     try:
         with httpx.stream("POST", service.url + "/v1/chat/completions", json=body, timeout=30) as busy:
             lines = busy.iter_lines()
@@ -184,11 +107,11 @@ def test_the_clip_is_decoded_hashed_and_stored_off_the_event_loop_and_its_length
 
     monkeypatch.setattr(chat, "store_audio", watched)
     echo = Upstream("echo")
-    service = _service(quiet_plugin, tmp_path, upstream=echo.url, max_audio_seconds=5.0)
+    service = start_service(quiet_plugin, tmp_path, upstream=echo.url, max_audio_seconds=5.0)
     try:
         ok = httpx.post(
             service.url + "/v1/chat/completions",
-            json={"model": "m", "messages": _message(melody_wav[0], "Which?", ["one", "two"])},
+            json={"model": "m", "messages": chat_message(melody_wav[0], "Which?", ["one", "two"])},
             timeout=60,
         )
         assert ok.status_code == 200 and where and service.thread.ident not in where
@@ -199,7 +122,7 @@ def test_the_clip_is_decoded_hashed_and_stored_off_the_event_loop_and_its_length
         monkeypatch.setattr(tools.audio, "_read_any", no_decoding)
         long = httpx.post(
             service.url + "/v1/chat/completions",
-            json={"model": "m", "messages": _message(click_wav[0], "Which?", ["one", "two"])},
+            json={"model": "m", "messages": chat_message(click_wav[0], "Which?", ["one", "two"])},
             timeout=60,
         )
         assert long.status_code == 400 and "longer than 5 s" in long.json()["error"]["message"], long.text
@@ -213,7 +136,7 @@ def test_eight_requests_run_side_by_side_on_a_service_of_eight(quiet_plugin, tmp
     from autagent.serve import create_app
 
     echo = Upstream("echo")
-    options = _options(quiet_plugin, tmp_path, upstream=echo.url, max_concurrency=8)
+    options = service_options(quiet_plugin, tmp_path, upstream=echo.url, max_concurrency=8)
     together = threading.Barrier(8, timeout=30)
     augment = options.plugin.augment_query
 
@@ -223,7 +146,7 @@ def test_eight_requests_run_side_by_side_on_a_service_of_eight(quiet_plugin, tmp
 
     options.plugin.augment_query = waits_for_the_others
     service = InThread(create_app(options))
-    body = {"model": "m", "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
+    body = {"model": "m", "messages": chat_message(melody_wav[0], "Which is it?", ["one", "two"])}
     try:
         replies = post_concurrently(service.url + "/v1/chat/completions", body, 8, timeout=60)
         assert [r.status_code for r in replies] == [200] * 8, [r.text[:200] for r in replies]
@@ -238,8 +161,8 @@ def test_a_streamed_answer_keeps_its_slot_and_an_upstream_failing_mid_stream_end
     import openai
 
     drip, broken = Upstream("drip"), Upstream("broken")
-    body = {"model": "m", "stream": True, "messages": _message(melody_wav[0], "Which is it?", ["one", "two"])}
-    service = _service(quiet_plugin, tmp_path, upstream=drip.url, max_concurrency=1, max_queue=0)
+    body = {"model": "m", "stream": True, "messages": chat_message(melody_wav[0], "Which is it?", ["one", "two"])}
+    service = start_service(quiet_plugin, tmp_path, upstream=drip.url, max_concurrency=1, max_queue=0)
     try:
         with httpx.stream("POST", service.url + "/v1/chat/completions", json=body, timeout=30) as running:
             lines = running.iter_lines()
@@ -252,7 +175,7 @@ def test_a_streamed_answer_keeps_its_slot_and_an_upstream_failing_mid_stream_end
         assert _settled(service.url)
     finally:
         service.stop()
-    service = _service(quiet_plugin, tmp_path, upstream=broken.url)
+    service = start_service(quiet_plugin, tmp_path, upstream=broken.url)
     try:
         client = openai.OpenAI(base_url=service.url + "/v1", api_key="unused", max_retries=0)
         stream = client.chat.completions.create(model="m", stream=True, messages=body["messages"])
@@ -269,8 +192,8 @@ def test_a_streamed_answer_keeps_its_slot_and_an_upstream_failing_mid_stream_end
 
 def test_unknown_or_mistyped_fields_are_400s_and_vllm_sampling_fields_pass_through(quiet_plugin, tmp_path, melody_wav):
     echo = Upstream("echo")
-    service = _service(quiet_plugin, tmp_path, upstream=echo.url)
-    messages = _message(melody_wav[0], "Which is it?", ["one", "two"])
+    service = start_service(quiet_plugin, tmp_path, upstream=echo.url)
+    messages = chat_message(melody_wav[0], "Which is it?", ["one", "two"])
     url = service.url + "/v1/chat/completions"
     try:
         ok = httpx.post(url, json={"model": "m", "messages": messages, "top_k": 20, "temperature": 0.2}, timeout=60)
@@ -291,15 +214,15 @@ def test_unknown_or_mistyped_fields_are_400s_and_vllm_sampling_fields_pass_throu
 
 
 def test_clips_longer_than_the_tools_hear_are_refused_unless_the_service_says_so(tempo_plugin, tmp_path, click_wav):
-    body = {"model": "m", "messages": _message(click_wav[0], "What is the tempo?", ["60 BPM", "120 BPM"])}  # 10 s
-    service = _service(tempo_plugin, tmp_path, overrides={"tools.max_seconds": 5.0})
+    body = {"model": "m", "messages": chat_message(click_wav[0], "What is the tempo?", ["60 BPM", "120 BPM"])}  # 10 s
+    service = start_service(tempo_plugin, tmp_path, overrides={"tools.max_seconds": 5.0})
     try:
         refused = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=60)
         assert refused.status_code == 400, refused.text
         assert "longer than 5 s (the tools hear at most that)" in refused.json()["error"]["message"]
     finally:
         service.stop()
-    service = _service(tempo_plugin, tmp_path, overrides={"tools.max_seconds": 5.0}, max_audio_seconds=20.0)
+    service = start_service(tempo_plugin, tmp_path, overrides={"tools.max_seconds": 5.0}, max_audio_seconds=20.0)
     try:
         reply = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=120).json()
         assert reply["autagent"]["tools"] == ["tempo"] and reply["autagent"]["tools_heard_s"] == 5.0
@@ -313,14 +236,14 @@ def test_the_clips_folder_stays_under_its_size_over_a_long_run(quiet_plugin, tmp
     samples, rate = sf.read(str(melody_wav[0]))
     echo = Upstream("echo")
     clip_bytes = Path(melody_wav[0]).stat().st_size
-    service = _service(quiet_plugin, tmp_path, upstream=echo.url, audio_cache_bytes=3 * clip_bytes + 100)
+    service = start_service(quiet_plugin, tmp_path, upstream=echo.url, audio_cache_bytes=3 * clip_bytes + 100)
     try:
         for k in range(8):
             path = tmp_path / f"clip{k}.wav"
             sf.write(str(path), samples * (0.5 + 0.05 * k), rate)  # eight different clips of the same size
             reply = httpx.post(
                 service.url + "/v1/chat/completions",
-                json={"model": "m", "messages": _message(path, "Which?", ["one", "two"])},
+                json={"model": "m", "messages": chat_message(path, "Which?", ["one", "two"])},
                 timeout=60,
             )
             assert reply.status_code == 200
@@ -374,7 +297,7 @@ def test_remote_audio_never_reaches_a_private_or_loopback_address_unless_allowed
     ]
     try:
         for allow_private, status in ((False, 400), (True, 200)):
-            service = _service(
+            service = start_service(
                 quiet_plugin,
                 tmp_path,
                 upstream=echo.url,
@@ -398,9 +321,9 @@ def test_remote_audio_never_reaches_a_private_or_loopback_address_unless_allowed
 
 def test_every_in_memory_cache_stays_under_its_bound_over_a_long_run(tmp_path, monkeypatch):
     from autagent.data.sample import Sample
-    from autagent.encoders import AudioEncoder, TextEncoder
     from autagent.reasoners import base, embedded, hearing
     from autagent.reasoners.base import CachedReasoner, Reply
+    from autagent.reasoners.encoders import AudioEncoder, TextEncoder
     from tools.memo import BoundedMemo
 
     memo = BoundedMemo(4, max_bytes=1000, size=len)

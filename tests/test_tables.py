@@ -10,8 +10,8 @@ from pathlib import Path
 import yaml
 
 from autagent.cli import main
+from autagent.evaluation.tables import write_tables
 from autagent.sweep import _mean_std
-from autagent.tables import write_tables
 
 ROOT = Path(__file__).resolve().parents[1]
 

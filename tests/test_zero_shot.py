@@ -106,9 +106,9 @@ def test_fitted_to_the_routers_own_choices_the_head_calls_a_tool_it_never_saw_wh
 def test_a_factored_plugin_adds_a_tool_through_its_head_and_keeps_the_learned_tools_selection(
     featurizer, tmp_path, capsys
 ):
+    from autagent.api import load
     from autagent.cli import main
-    from autagent.plugin import load
-    from autagent.trust import PluginError
+    from autagent.plugin.trust import PluginError
 
     learned = ("asr", "chords", "emotion", "tempo")
     torch.manual_seed(0)
@@ -243,10 +243,10 @@ def test_calibration_sets_the_offset_with_the_best_f1_and_the_lowest_on_a_tie():
 def test_a_plugin_with_a_backoff_selects_familiar_queries_as_before_and_explains_why(featurizer, tmp_path, capsys):
     import shutil
 
+    from autagent.api import load
     from autagent.cli import main
-    from autagent.plugin import load
+    from autagent.plugin.trust import PluginError
     from autagent.policies.router.plugin import BACKOFF_FILE, attach_backoff
-    from autagent.trust import PluginError
 
     router, head, backoff, _, features = _backoff_parts(featurizer, "fill", init_bias=-4.0)
     before = export_router(tmp_path / "p", router, featurizer, FIVE, "embedded", {}, 30.0, {}, None, head)
@@ -276,7 +276,7 @@ def test_a_plugin_with_a_backoff_selects_familiar_queries_as_before_and_explains
 
 def test_check_selection_counts_empty_selections_and_each_tools_calls():
     from autagent.data.sample import Sample
-    from autagent.selection_check import Labelled, per_tool_table, score, table
+    from autagent.evaluation.selection_check import Labelled, per_tool_table, score, table
 
     def item(i, tools):
         return Labelled(Sample(id=str(i), audio="", question="q", choices=("a", "b"), answer="a"), tools)

@@ -28,7 +28,7 @@ WINDOW_PARAMETERS = {
     },
     "additionalProperties": False,
 }
-"""Every function tool's JSON schema: an optional window of the clip (:class:`tools.window.Window`)."""
+"""Every function tool's JSON schema: an optional window of the clip (:class:`tools.clip_window.Window`)."""
 
 
 @dataclass(frozen=True)

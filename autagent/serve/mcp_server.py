@@ -136,7 +136,7 @@ class AcousticTools:
 
     def run(self, tool_id: str, audio: str, start: float | None, end: float | None) -> dict:
         """The tool's record (BadRequest naming the problem when it cannot be computed)."""
-        from tools.window import Window, WindowError
+        from tools.clip_window import Window, WindowError
 
         try:
             window = Window.from_arguments({k: v for k, v in (("start", start), ("end", end)) if v is not None})

@@ -64,7 +64,7 @@ class Turn:
         self.item_id = ev.new_id("item")
 
     def feed(self, pcm: bytes) -> None:
-        from tools.stream import ClipTooLong
+        from tools.arriving import ClipTooLong
 
         if self.stream is not None:
             self.stream.feed(pcm)
@@ -250,7 +250,7 @@ class Conversation:
         self.last_item = item_id
 
     async def on_input_audio_buffer_append(self, payload: dict) -> None:
-        from tools.stream import ClipTooLong
+        from tools.arriving import ClipTooLong
 
         from ..reasoners.chat import question_and_choices
 
@@ -348,8 +348,8 @@ class Conversation:
     async def _respond(self, turn: Turn, user_text: str | None) -> None:
         """Every ``response.create`` ends in ``response.done`` (``failed`` after an ``error`` event when
         anything went wrong: the tools, the upstream, an empty reply), unless the client left."""
-        from ..agentic import message_of
-        from ..stream import SessionClosed
+        from ..plugin.stream_session import SessionClosed
+        from ..reasoners.tool_loop import message_of
         from .upstream import UpstreamError
 
         response_id, item_id = ev.new_id("resp"), ev.new_id("item")
@@ -391,15 +391,15 @@ class Conversation:
         self.last_item = item_id
 
     async def result_of(self, turn: Turn):
-        """The committed clip's :class:`autagent.stream.StreamResult` (a bare one without a plugin), its
+        """The committed clip's :class:`autagent.plugin.stream_session.StreamResult` (a bare one without a plugin), its
         clip held in the service's bounded folder (the caller releases it)."""
         if turn.stream is not None:
             return await asyncio.wrap_future(turn.stream.result())
         import numpy as np
 
-        from tools.stream import wav_bytes
+        from tools.arriving import wav_bytes
 
-        from ..stream import StreamResult
+        from ..plugin.stream_session import StreamResult
 
         if not turn.pcm:
             raise ValueError("the audio buffer is empty: append audio before committing it")

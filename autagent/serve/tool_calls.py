@@ -1,5 +1,5 @@
 """The HTTP side of tool calls (``autagent serve --agentic``): the upstream model may ask for tools
-itself, in the loop of :mod:`autagent.agentic`.
+itself, in the loop of :mod:`autagent.reasoners.tool_loop`.
 
 Per request: the conversation's clip is its last user message carrying audio (the anchor); the plugin
 selects for the anchor's question once per clip (a later turn of the same conversation finds the
@@ -23,9 +23,9 @@ from pathlib import Path
 
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ..agentic import run_loop
 from ..reasoners.chat import with_records
 from ..reasoners.scripted import ScriptedError
+from ..reasoners.tool_loop import run_loop
 from ..reasoners.toolchat import anchor_of
 from .limits import Refused
 from .upstream import UpstreamError

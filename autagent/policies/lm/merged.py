@@ -16,7 +16,7 @@ with their values (where ``W + BA`` rounds up over a power of two, or ``W`` is s
 whole weight where that is smaller; :func:`unmerge_exactly` subtracts the delta as the check did and puts
 them back.  The delta is recomputed for the unmerge from the same adapters on the same device (nothing
 trains while sampling), so the subtraction repeats the one checked.  GPU memory: one adapted weight's
-transient at a time, about 14 bytes an element (``autagent.plan.MERGE_BYTES``); nothing held.
+transient at a time, about 14 bytes an element (``.plan.arithmetic.MERGE_BYTES``); nothing held.
 """
 
 from __future__ import annotations

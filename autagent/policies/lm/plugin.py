@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from ...manifest import export_plugin
+from ...plugin.manifest import export_plugin
 from .config import LMPolicyConfig
 from .prompt import AGENT_PROMPT, agent_prompt, parse_selection, tool_list
 
@@ -82,7 +82,7 @@ def load_policy_model(directory: Path, config: LMPolicyConfig, dtype):
         return Qwen2AudioForConditionalGeneration.from_pretrained(directory, dtype=dtype)
     from peft import PeftModel
 
-    from ...trust import PluginError
+    from ...plugin.trust import PluginError
 
     try:
         base = Qwen2AudioForConditionalGeneration.from_pretrained(config.model_id, dtype=dtype)
@@ -179,7 +179,7 @@ def check_encoders(manifest: dict) -> None:
 
 def open_plugin(directory: Path, manifest: dict, extra_tools=()) -> LMPlugin:
     if extra_tools:
-        from ...trust import PluginError
+        from ...plugin.trust import PluginError
 
         raise PluginError(
             f"{directory}: an LM plugin selects among the tools it trained with; it cannot add {list(extra_tools)}"

@@ -13,7 +13,7 @@ from .config import LMPolicyConfig
 def build_tiny_policy(directory: Path, seed: int = 0) -> Path:
     """A tiny random Qwen2-Audio whose tokenizer knows the agent's and the reasoner's prompts."""
     from ...reasoners.prompts import BASELINE, WITH_TOOLS
-    from ...tiny_models import build_tiny_qwen2_audio
+    from ...testing.tiny_models import build_tiny_qwen2_audio
     from .prompt import AGENT_PROMPT
 
     return build_tiny_qwen2_audio(directory, seed, prompts=(BASELINE, WITH_TOOLS, AGENT_PROMPT))
@@ -44,6 +44,7 @@ def train_lm(ctx, resume: bool = False):
     """Train with TRL on every rank; rank 0 exports the plugin.  Returns (plugin folder, summary,
     selector): on rank 0 the selector is the trained model already in memory, so evaluation loads no
     second copy; other ranks return ``(None, summary, None)``."""
+    from .. import export_fields
     from .plugin import LMPlugin, export_lm
     from .reward import ToolSelectionReward
     from .trainer import build_grpo_trainer
@@ -90,18 +91,7 @@ def train_lm(ctx, resume: bool = False):
         return None, summary, None
     (ctx.run_dir / "train_log.jsonl").write_text("".join(json.dumps(row) + "\n" for row in history))
     model = trainer.accelerator.unwrap_model(trainer.model)
-    plugin_dir = export_lm(
-        ctx.run_dir / "plugin",
-        model,
-        processor,
-        lm,
-        ctx.tool_ids,
-        config.tools.profile,
-        config.tools.settings,
-        config.tools.max_seconds,
-        ctx.config_dict,
-        {"training": summary},
-    )
+    plugin_dir = export_lm(model=model, processor=processor, lm=lm, **export_fields(ctx, summary))
     manifest = json.loads((plugin_dir / "manifest.json").read_text())
     return plugin_dir, summary, LMPlugin.from_model(plugin_dir, manifest, model, processor)
 

@@ -41,7 +41,7 @@ class Featurizer:
     """(question, choices, audio path) -> the router's input vector; memoised per text and per audio content."""
 
     def __init__(self, config: RouterConfig):
-        from ...encoders import AudioEncoder, text_encoder
+        from ...reasoners.encoders import AudioEncoder, text_encoder
 
         self.config = config
         self.inputs = tuple(x for x in INPUTS if x in config.inputs)
@@ -103,7 +103,7 @@ class Featurizer:
         return torch.from_numpy(self.text.encode(list(descriptions)))
 
     def describe(self) -> dict:
-        from ...encoders import AudioEncoder
+        from ...reasoners.encoders import AudioEncoder
 
         return {
             "text": self.text.describe(),

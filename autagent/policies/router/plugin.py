@@ -11,8 +11,8 @@ from safetensors.torch import load_file, save_file
 
 from tools import get_tool
 
-from ...manifest import export_plugin, read_manifest, write_manifest
-from ...trust import PluginError, file_digest
+from ...plugin.manifest import export_plugin, read_manifest, write_manifest
+from ...plugin.trust import PluginError, file_digest
 from .backoff import Backoff, BackoffConfig
 from .ensemble import build
 from .features import Featurizer
@@ -69,7 +69,7 @@ def export_router(
 
 def check_encoders(manifest: dict) -> None:
     """The text and audio encoders installed here must be the very ones the plugin was trained on."""
-    from ...encoders import AudioEncoder, text_encoder
+    from ...reasoners.encoders import AudioEncoder, text_encoder
 
     wanted = manifest.get("encoders") or {}
     here = {"text": text_encoder(None).describe(), "audio": AudioEncoder.describe() if wanted.get("audio") else None}

@@ -19,6 +19,7 @@ import torch
 from tools import get_tool
 
 from ...progress import progress as tqdm
+from .. import export_fields
 from .crossval import apply, candidates, cross_validate
 from .ensemble import RouterEnsemble
 from .features import Featurizer
@@ -173,18 +174,7 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
         head = DescriptionHead(featurizer.columns, descriptions.shape[1])
         tuning = (dev[0], policy.select(dev[0])) if dev else None
         summary["zero_shot_head"] = head.fit(features, descriptions, policy.select(features), tuning)
-    plugin_dir = export_router(
-        ctx.run_dir / "plugin",
-        policy,
-        featurizer,
-        ctx.tool_ids,
-        config.tools.profile,
-        config.tools.settings,
-        config.tools.max_seconds,
-        ctx.config_dict,
-        {"training": summary},
-        head,
-    )
+    plugin_dir = export_router(router=policy, featurizer=featurizer, head=head, **export_fields(ctx, summary))
     if source is not None and source.backoff is not None:
         kept = {k: v for k, v in source.manifest["backoff"].items() if k != "config"}
         attach_backoff(plugin_dir, source.backoff, kept)

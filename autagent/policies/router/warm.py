@@ -15,8 +15,8 @@ from pathlib import Path
 
 from safetensors.torch import load_file
 
-from ...manifest import read_manifest
-from ...trust import PluginError
+from ...plugin.manifest import read_manifest
+from ...plugin.trust import PluginError
 from .backoff import Backoff
 from .ensemble import RouterEnsemble
 from .features import Featurizer

@@ -9,7 +9,7 @@ of calls; the last request offers none of our tools.  A client's own ``tools`` a
 (theirs win a name clash) and any call to them ends the loop: the reply goes back to the client with
 the client's calls exactly as the model wrote them (ours asked beside them are not run and are named
 as ``deferred``).  :func:`run_loop` is the loop; ``autagent serve --agentic``
-(:mod:`autagent.serve.agentic`) and evaluation (:class:`AgenticRun`, ``eval.methods: [agentic,
+(:mod:`autagent.serve.tool_calls`) and evaluation (:class:`AgenticRun`, ``eval.methods: [agentic,
 agentic_only]``) both call it.
 """
 
@@ -25,13 +25,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools import make_record
+from tools.clip_window import Window, WindowError
 from tools.registry import function_tools
-from tools.window import Window, WindowError
 
-from .data.sample import Sample
-from .reasoners.prompts import format_choices, records_block
-from .reasoners.scripted import ScriptedCallerConfig
-from .reasoners.toolchat import tool_message
+from ..data.sample import Sample
+from .prompts import format_choices, records_block
+from .scripted import ScriptedCallerConfig
+from .toolchat import tool_message
 
 QUESTION = (
     "Question: {question}\nChoices:\n{choices}\n"
@@ -330,7 +330,7 @@ class EndpointCaller:
     """Room for a tool call's JSON; at least the reasoner's own ``max_tokens``."""
 
     def __init__(self, config):
-        from .reasoners.openai_compat import OpenAIReasoner
+        from .openai_compat import OpenAIReasoner
 
         self.config, self.name = config, f"endpoint {config.base_url} (model {config.model})"
         self.reasoner = OpenAIReasoner(config)
@@ -342,7 +342,7 @@ class EndpointCaller:
     async def complete(self, body: dict) -> dict:
         import openai
 
-        from .reasoners.openai_compat import client, failure_name
+        from .openai_compat import client, failure_name
 
         config = self.config
         if self.client is None:  # made inside the event loop that uses it
@@ -380,6 +380,6 @@ def build_caller(agentic: AgenticConfig, reasoner_config, reasoner):
             f"eval.agentic: the scripted caller reads records with the embedded reasoner, not {reasoner_config.kind}; "
             "for a real model that calls tools use reasoner.kind openai (eval.agentic.caller endpoint)"
         )
-    from .reasoners.scripted import ScriptedCaller
+    from .scripted import ScriptedCaller
 
     return ScriptedEvalCaller(ScriptedCaller(reasoner, agentic.scripted, agentic.audio_dir))

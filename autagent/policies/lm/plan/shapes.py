@@ -1,4 +1,4 @@
-"""The shapes that size a Qwen2-Audio model for the memory plan (:mod:`autagent.plan`): parameters
+"""The shapes that size a Qwen2-Audio model for the memory plan (:mod:`.arithmetic`): parameters
 counted on the meta device from a config (a local ``config.json`` or a known hub id's published
 one), the decoder's and the audio tower's widths, and each layer's activation bytes."""
 

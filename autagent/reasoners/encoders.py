@@ -136,7 +136,8 @@ class AudioEncoder:
 
     def prime(self, path: str, probs: np.ndarray, samples_16k: np.ndarray) -> None:
         """Remember the profile of the clip at ``path`` from YAMNet's probabilities computed elsewhere (a
-        clip scored as it arrived: :mod:`autagent.stream`); only a clip within ``max_seconds`` is primed."""
+        clip scored as it arrived: :mod:`autagent.plugin.stream_session`); only a clip within
+        ``max_seconds`` is primed."""
         from tools.audio import content_hash
 
         if len(samples_16k) <= int(round(self.max_seconds * 16000)):

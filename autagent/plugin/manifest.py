@@ -11,7 +11,7 @@ Layout (HF's ``save_pretrained`` contract)::
       model.safetensors    the policy's weights (never pickle)
 
 :func:`export_plugin` writes such a folder atomically; :func:`read_manifest` checks everything
-:mod:`autagent.trust` describes; :func:`check_tools` that every tool the plugin was trained with is
+:mod:`autagent.plugin.trust` describes; :func:`check_tools` that every tool the plugin was trained with is
 registered here with the same backend and version.  The policies' own plugin modules
 (:mod:`autagent.policies.router.plugin`, :mod:`autagent.policies.lm.plugin`) build on these.
 """

@@ -1,12 +1,12 @@
-"""The paper's models through their real loading code, on tiny random-weight models built here:
-Whisper (transformers ASR pipeline), emotion2vec (funasr), AST (sound events), pyannote diarization,
-Qwen2-Audio (the reasoner, batched with left padding)."""
+"""The paper's models on the cluster (its training: ``test_cluster_training.py``) through their real
+loading code, on tiny random-weight models built here: Whisper (transformers ASR pipeline), emotion2vec
+(funasr), AST (sound events), pyannote diarization, Qwen2-Audio (the reasoner, batched with left padding)."""
 
 from __future__ import annotations
 
 import pytest
 
-from autagent import tiny_models as tiny
+from autagent.testing import tiny_models as tiny
 from tools import ToolRunner
 
 

@@ -1,6 +1,7 @@
-"""The cluster path's own bugs, each pinned: y_base asked once across ranks, vLLM refused at config load,
-the memory plan's arithmetic against what torch reports on a tiny model, and an install that resolves
-for a GPU node (no local wheel folder, the cluster extras and DeepSpeed)."""
+"""Training on the cluster (its models: ``test_cluster_models.py``), its own bugs each pinned: y_base
+asked once across ranks, vLLM refused at config load, the memory plan's arithmetic against what torch
+reports on a tiny model, and an install that resolves for a GPU node (no local wheel folder, the cluster
+extras and DeepSpeed)."""
 
 from __future__ import annotations
 
@@ -91,7 +92,7 @@ def test_the_memory_plan_counts_what_torch_reports_on_a_tiny_model(tiny_policy):
     each from the plan's arithmetic and from the tensors torch allocates."""
     from transformers import Qwen2AudioForConditionalGeneration
 
-    from autagent.plan import Architecture
+    from autagent.policies.lm.plan.shapes import Architecture
 
     arch = Architecture.of(str(tiny_policy))
     model = Qwen2AudioForConditionalGeneration.from_pretrained(tiny_policy, dtype=torch.float32)
@@ -118,8 +119,9 @@ def test_the_memory_plan_counts_what_torch_reports_on_a_tiny_model(tiny_policy):
 
 def test_the_plan_of_the_paper_config_fits_its_cards_and_refuses_what_does_not():
     from autagent.config import load_config
-    from autagent.plan import audio_tokens, plan_training
-    from autagent.plan_report import main_plan
+    from autagent.policies.lm.plan.arithmetic import plan_training
+    from autagent.policies.lm.plan.report import main_plan
+    from autagent.policies.lm.plan.shapes import audio_tokens
 
     paper = load_config("experiments/paper_qwen2audio.yaml")
     plan = plan_training(paper)

@@ -11,7 +11,7 @@ the records when the clip ends (``Plugin.stream()``; ``autagent serve``'s ``/v1/
 
 As soon as the question is known (and, for a plugin whose router reads the clip, a second of audio
 has come), the plugin selects and the selected tools start on the audio received so far
-(:mod:`tools.stream`); once the clip is complete and the question known, the plugin selects again
+(:mod:`tools.arriving`); once the clip is complete and the question known, the plugin selects again
 on the whole clip (the very selection the clip posted whole gets) and only the tools' tails are left
 to compute.  With no question by the time the result is asked for, the clip's own transcript is the
 question.  One worker per session does the work (a thread of its own, or of the executor given:
@@ -32,9 +32,9 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.stream import ClipStream, ClipTooLong, PatchScores, wav_bytes
+from tools.arriving import ClipStream, ClipTooLong, PatchScores, wav_bytes
 
-from .reasoners.chat import store_audio, with_records
+from ..reasoners.chat import store_audio, with_records
 
 __all__ = ["ClipTooLong", "SessionClosed", "StreamResult", "StreamSession"]
 

@@ -8,7 +8,7 @@ subset per question kind: the ceiling of a lookup table from question type to to
 dataset labelled on every scorable row, as the embedded benchmark is) and ``policy`` (a trained plugin).
 On request only (:data:`AGENTIC_METHODS`): ``agentic_only`` (the reasoner asks for tools itself,
 Audio-Maestro's loop) and ``agentic`` (the same loop with the plugin's records already in front);
-see :mod:`autagent.agentic`.
+see :mod:`autagent.reasoners.tool_loop`.
 Every reasoner call goes through the answer cache, so methods share answers.
 
 Every row counts: a row the loader could not score, a clip no tool or reasoner could read and a
@@ -27,10 +27,10 @@ from pathlib import Path
 
 from rewards.scoring import is_correct, official_correct
 
-from .agentic import AgenticConfig, AgenticRun, ItemResult
-from .data.sample import Sample
-from .policies.baselines import DescriptionSelector, RandomSelector, all_subsets
-from .reasoners.base import ask_with_records
+from ..data.sample import Sample
+from ..policies.baselines import DescriptionSelector, RandomSelector, all_subsets
+from ..reasoners.base import ask_with_records
+from ..reasoners.tool_loop import AgenticConfig, AgenticRun, ItemResult
 
 Subset = tuple[str, ...]
 METHODS = (
@@ -292,7 +292,7 @@ def evaluate(
 ) -> tuple[dict, dict[str, MethodResult]]:
     """Run ``methods`` and return (the ``methods`` block of metrics.json, raw results by name); the
     agentic methods need ``agentic`` (the loop's caller)."""
-    from .progress import progress as tqdm
+    from ..progress import progress as tqdm
 
     tool_ids = tuple(tool_ids)
     check_methods(methods, tool_ids)

@@ -1,4 +1,4 @@
-"""Where each item of the memory plan (:mod:`autagent.plan`) comes from: counted from the code that
+"""Where each item of the memory plan (:mod:`.arithmetic`) comes from: counted from the code that
 allocates it (:data:`COUNTED` names the file and the call), or fitted on GPU runs (:data:`FITTED`: the
 value, the rows it is fitted on, the runs on record when it was fitted).
 
@@ -141,7 +141,7 @@ def headroom(records_json: str | None = None) -> Headroom:
     gpu-check`` recorded both for (``docs/gpu_check.json``, or ``records_json``: its text), else the
     assumed 2 GB (the runs on record before this code measured only ``max_memory_allocated``)."""
     if records_json is None:
-        path = Path(__file__).resolve().parent.parent / "docs" / "gpu_check.json"
+        path = Path(__file__).resolve().parents[4] / "docs" / "gpu_check.json"  # the checkout's docs/
         records_json = path.read_text() if path.exists() else "{}"
     worst = None
     for name, record in json.loads(records_json).items():

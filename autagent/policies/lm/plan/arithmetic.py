@@ -16,10 +16,10 @@ first allocated in step 1's optimizer step), each phase's peak being its fullest
 * **between** steps: what stays allocated.
 
 Every item is counted from the code that allocates it, or fitted on the GPU runs on record with the runs
-named (:mod:`autagent.plan_terms`); ``tests/test_plan.py`` holds the plan at or above every measured
+named (:mod:`.terms`); ``tests/test_plan.py`` holds the plan at or above every measured
 phase on record and at most 8 % above, and refitted without each run still at or above that run's.
 :class:`Runtime` names what the code does that the config does not say (the code each record ran).
-Parameter counts come from the model's config on the ``meta`` device (:mod:`autagent.model_shapes`).
+Parameter counts come from the model's config on the ``meta`` device (:mod:`.shapes`).
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .model_shapes import AUDIO_FRAMES, KNOWN_CONFIGS, TOOL_PARAMETERS, Architecture, audio_tokens
-from .plan_terms import FITTED, HEADROOM_GB, MARGIN_GB, headroom
+from .shapes import AUDIO_FRAMES, KNOWN_CONFIGS, TOOL_PARAMETERS, Architecture, audio_tokens
+from .terms import FITTED, HEADROOM_GB, MARGIN_GB, headroom
 
 __all__ = ["HEADROOM_GB", "KNOWN_CONFIGS", "Architecture", "audio_tokens"]
 
@@ -122,7 +122,7 @@ class Plan:
         return max(self.peak(step, phase)[0] for step, phase in self.phases)
 
     def fits(self, gpu_gb: float, headroom_gb: float | None = None) -> bool:
-        """Whether the peak and the headroom (measured, :func:`autagent.plan_terms.headroom`) fit the card."""
+        """Whether the peak and the headroom (measured, :func:`.terms.headroom`) fit the card."""
         return self.total / GB + _headroom(headroom_gb) <= gpu_gb
 
     def overflow(self, gpu_gb: float, headroom_gb: float | None = None) -> str | None:
@@ -220,8 +220,8 @@ def setup_of(config, prompt_tokens: int | None = None, runtime: Runtime = CURREN
 
 def plan_of(s: Setup, fitted: dict | None = None, margin: bool = True) -> Plan:
     """The per-rank plan of a :class:`Setup`: every phase of steps 1 and 2, item by item.  ``fitted``
-    replaces the fitted terms' values (:data:`autagent.plan_terms.FITTED`: a refit without one run);
-    ``margin=False`` leaves out :data:`autagent.plan_terms.MARGIN_GB` (the fit is made without it)."""
+    replaces the fitted terms' values (:data:`.terms.FITTED`: a refit without one run);
+    ``margin=False`` leaves out :data:`.terms.MARGIN_GB` (the fit is made without it)."""
     fit = {name: term.gb for name, term in FITTED.items()} | (fitted or {})
     a, p, n = s.arch, s.arch.parameters, s.ranks
     b16 = 2 if s.bf16 else 4  # bytes of a frozen weight, an activation, a KV entry
@@ -265,7 +265,7 @@ def plan_of(s: Setup, fitted: dict | None = None, margin: bool = True) -> Plan:
         keep.append(("reasoner weights", r.parameters * s.reasoner_bytes, f"{r.parameters / 1e9:.2f} B in process"))
 
     def unattributed(phase: str) -> list:
-        """The fitted allowances (:data:`autagent.plan_terms.FITTED`): what every phase holds beyond the
+        """The fitted allowances (:data:`.terms.FITTED`): what every phase holds beyond the
         counted items, and the phase's own beyond that."""
         extra = [] if phase == "between" else [(f"unattributed ({phase})", fit[f"unattributed ({phase})"] * GB)]
         fitted_items = [

@@ -24,7 +24,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
-from .data.sample import Sample
+from ..data.sample import Sample
 
 DOMAINS = ("speech", "music", "sound", "mixed")
 STAND_INS = 3
@@ -72,7 +72,7 @@ def stand_in(domain: str, k: int):
     the right kind for the router's audio features, nothing more."""
     import numpy as np
 
-    from .data import synth
+    from ..data import synth
 
     rng = np.random.default_rng(1000 + k)
     voice = ("en-us", "en", "en-gb")[k % 3]
@@ -88,7 +88,7 @@ def stand_in(domain: str, k: int):
 
 def stand_in_clips(folder: Path) -> dict[str, list[Path]]:
     """``STAND_INS`` clips per domain in ``folder``, made once."""
-    from .data import synth
+    from ..data import synth
 
     folder.mkdir(parents=True, exist_ok=True)
     made: dict[str, list[Path]] = {d: [] for d in DOMAINS}
@@ -156,7 +156,7 @@ def check(selectors: dict, items: list[Labelled], optional=()) -> dict:
 
 def description_selector(tool_ids):
     """The untrained Tools-with-Descriptions baseline over ``tool_ids``, as a ``select_many``."""
-    from .policies.baselines import DescriptionSelector
+    from ..policies.baselines import DescriptionSelector
 
     selector = DescriptionSelector(tool_ids)
     return lambda samples: [selector.select(s) for s in samples]

@@ -14,11 +14,11 @@ from pathlib import Path
 
 import torch
 
-from .plugin import load
-from .policies.router.backoff import Backoff, BackoffConfig
-from .policies.router.plugin import RouterPlugin, attach_backoff
+from ..api import load
+from ..plugin.trust import PluginError, file_digest
+from ..policies.router.backoff import Backoff, BackoffConfig
+from ..policies.router.plugin import RouterPlugin, attach_backoff
 from .selection_check import load_labelled
-from .trust import PluginError, file_digest
 
 
 def fit_backoff(plugin_dir: str | Path, train, dev, config: BackoffConfig | dict) -> dict:

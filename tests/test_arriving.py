@@ -1,4 +1,4 @@
-"""Tools on arriving audio (``tools.stream``): streamed in 100 ms chunks at 24 kHz, each tool's record
+"""Tools on arriving audio (``tools.arriving``): streamed in 100 ms chunks at 24 kHz, each tool's record
 of the whole clip is the one the tool gives the clip posted whole, or, for a transcript cut at pauses,
 its documented equivalent (the same words, times within the tool's resolution)."""
 
@@ -14,8 +14,8 @@ RATE = 24000
 
 def _as_24k(path, tmp_path, name: str):
     """The fixture at 24 kHz, 16-bit, written as a client posting it whole would write it."""
+    from tools.arriving import wav_bytes
     from tools.audio import load_audio
-    from tools.stream import wav_bytes
 
     pcm = np.round(np.clip(load_audio(path, RATE).samples, -1, 1) * 32767).astype(np.int16)
     out = tmp_path / f"{name}.wav"
@@ -24,7 +24,7 @@ def _as_24k(path, tmp_path, name: str):
 
 
 def _streamed(tool: str, pcm: np.ndarray, path: str, runner, chunk_s: float = 0.1) -> dict:
-    from tools.stream import ClipStream
+    from tools.arriving import ClipStream
 
     clip = ClipStream(runner, RATE, max_seconds=30.0)
     clip.select([tool])
@@ -48,7 +48,7 @@ def runner():
 def test_a_streamed_tool_does_its_work_as_the_audio_comes_and_gives_the_whole_clips_record(
     tool, fixture, request, runner, tmp_path
 ):
-    from tools.stream import ClipStream, Runner
+    from tools.arriving import ClipStream, Runner
 
     found = request.getfixturevalue(fixture)
     pcm, path = _as_24k(found[0] if isinstance(found, tuple) else found, tmp_path, fixture)
@@ -73,8 +73,8 @@ def test_a_tool_run_at_the_clips_end_hears_the_samples_the_whole_clip_gives(tool
     """These tools do nothing while the clip arrives: the claim is only that the samples resampled as it
     came are, to the last sample, the ones the whole clip is loaded as, so the record is the whole clip's."""
     from tools import get_tool
+    from tools.arriving import ClipStream, Runner
     from tools.audio import load_audio
-    from tools.stream import ClipStream, Runner
 
     found = request.getfixturevalue(fixture)
     pcm, path = _as_24k(found[0] if isinstance(found, tuple) else found, tmp_path, fixture)
@@ -129,7 +129,7 @@ def test_a_transcript_of_speech_to_the_end_is_the_whole_clips(runner, tmp_path, 
 
 
 def test_the_buffer_has_a_cap(runner):
-    from tools.stream import ClipStream, ClipTooLong
+    from tools.arriving import ClipStream, ClipTooLong
 
     clip = ClipStream(runner, RATE, max_seconds=1.0)
     clip.add(np.zeros(RATE, np.int16).tobytes())
@@ -142,7 +142,7 @@ def test_the_buffer_has_a_cap(runner):
 def test_the_embedded_reasoners_ear_hears_an_arriving_clip_as_the_whole_clip(fixture, request, runner, tmp_path):
     """What the embedded reasoner hears of a clip fed as it arrives is what it hears of the clip whole."""
     from autagent.reasoners.hearing import Listener
-    from tools.stream import ClipStream
+    from tools.arriving import ClipStream
 
     found = request.getfixturevalue(fixture)
     pcm, path = _as_24k(found[0] if isinstance(found, tuple) else found, tmp_path, fixture)

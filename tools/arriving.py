@@ -17,7 +17,7 @@ it arrives to each tool's rate with a streaming soxr resampler, which gives exac
   transcribed then (the same record).  The first is a documented equivalent, not the same bytes (its
   version ends in ``+stream``, so it is cached apart): Whisper heard the same speech without the
   quiet tail, so the same words are expected and segment times within 0.2 s (a segment's end moved by
-  0.1 s in the tests); ``tests/test_stream_tools.py`` checks both.
+  0.1 s in the tests); ``tests/test_arriving.py`` checks both.
 * every other tool (chords, emotion, speakers, a user's tools, the cluster backends) runs on the
   whole clip when it ends, from the samples already resampled: the same record.
 

@@ -1,13 +1,13 @@
 """What ``autagent plan`` prints and ``autagent train`` checks: the plan's table per phase and step,
 the verdict on a card, and when a run does not fit, the item that overflows and the nearest settings
-that fit (:mod:`autagent.plan` holds the arithmetic)."""
+that fit (:mod:`.arithmetic` holds the arithmetic)."""
 
 from __future__ import annotations
 
 import dataclasses
 
-from .plan import GB, PHASES, Plan, Setup, plan_of, plan_training
-from .plan_terms import headroom
+from .arithmetic import GB, PHASES, Plan, Setup, plan_of, plan_training
+from .terms import headroom
 
 
 def alternatives(setup: Setup) -> list[tuple[str, Setup]]:
@@ -28,7 +28,7 @@ def alternatives(setup: Setup) -> list[tuple[str, Setup]]:
     if not setup.checkpointing:
         out.append(("policy.lm.gradient_checkpointing: true", dataclasses.replace(setup, checkpointing=True)))
     if setup.lora_parameters is None:
-        from .policies.lm.config import LoRAConfig
+        from ..config import LoRAConfig
 
         lora = LoRAConfig()
         changed = dataclasses.replace(setup, lora_parameters=setup.arch.lora_parameters(lora), lora=lora)
