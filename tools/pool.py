@@ -140,7 +140,7 @@ class ToolPool:
         self.errors: dict[str, int] = {}  # tool id -> error records returned (bad clips, failing models, timeouts)
         # tool id -> seconds its computed calls took, summed over its calls and replicas (an actor's start-up
         # and model load are in its first call), and the seconds after the first call was sent when its last
-        # call came back; the phase table of a run (autagent/phases.py)
+        # call came back; the phase table of a run (autagent/evaluation/phases.py)
         self.seconds: dict[str, float] = {}
         self.done_at: dict[str, float] = {}
         self.ray_start_s = 0.0
