@@ -317,3 +317,18 @@ def test_an_adaptation_takes_its_table_settings_from_adapt_not_from_the_source_r
     assert config.table.crossval.grid == adapt.ADAPT_DEFAULTS["table.crossval.grid"]
     assert config.seed == 3 and config.reasoner.kind == "cascade" and config.reward.tool_cost == 0.01
     assert config.grpo.steps == adapt.ADAPT_DEFAULTS["grpo.steps"] and config.name == "adapt-out"
+
+
+def test_a_budget_that_counts_the_answers_used_buys_the_same_table_whatever_the_cache_holds(tmp_path):
+    """``budget_counts: used``: 23 answers of 5 subsets buy 4 queries, with a cold cache or a warm one;
+    with ``asked`` (a user's budget) the warm cache's answers are free and buy more."""
+    _filled(tmp_path)  # a warm cache: every query's design answered
+    samples, records = _samples()
+    reasoner = CachedReasoner(AdditiveReasoner(), tmp_path / "answers")
+    used = AnswerTable(samples, TOOLS).fill(reasoner, records, Budget(23), counts="used")
+    asked = AnswerTable(samples, TOOLS).fill(reasoner, records, Budget(23), counts="asked")
+    assert len(used.items) == 4 and len(asked.items) == 12 and reasoner.calls == 0
+    cold = AnswerTable(samples, TOOLS).fill(
+        CachedReasoner(AdditiveReasoner(), tmp_path / "cold"), records, Budget(23), counts="used"
+    )
+    assert cold.items == used.items

@@ -40,7 +40,7 @@ def fill_table(ctx, samples) -> tuple[AnswerTable, Budget, dict]:
     table = AnswerTable(samples, ctx.tool_ids, cfg.design)
     bar = tqdm(total=len(samples), desc="answer table", unit="query", disable=not ctx.config.logging.progress)
     try:
-        table.fill(ctx.reasoner, ctx.records, budget, cfg.order_seed, cfg.items_per_call, bar)
+        table.fill(ctx.reasoner, ctx.records, budget, cfg.order_seed, cfg.items_per_call, bar, cfg.budget_counts)
     finally:
         bar.close()
     summary = {
