@@ -332,3 +332,21 @@ def test_a_budget_that_counts_the_answers_used_buys_the_same_table_whatever_the_
         CachedReasoner(AdditiveReasoner(), tmp_path / "cold"), records, Budget(23), counts="used"
     )
     assert cold.items == used.items
+
+
+def test_the_objective_over_asked_subsets_alone_never_reads_the_surrogate():
+    """``table.unasked: excluded``: π renormalised over the subsets the reasoner answered; a reward
+    written for a subset never asked (what a surrogate would say) changes nothing."""
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, requires_grad=True)
+    subsets = subset_matrix(3)
+    mask = torch.tensor([[1.0, 1, 0, 0, 1, 0, 0, 1], [1.0, 0, 1, 0, 0, 0, 0, 1]])
+    rewards = torch.randn(2, 8)
+    loss, _ = expected_loss(logits, logits.detach(), rewards, subsets, 0.0, mask)
+    lied = rewards.masked_fill(mask == 0, 5.0)  # the surrogate's guesses on the unasked subsets
+    loss_lied, _ = expected_loss(logits, logits.detach(), lied, subsets, 0.0, mask)
+    assert torch.allclose(loss, loss_lied)
+    p = torch.sigmoid(logits)
+    pi = torch.stack([torch.prod(torch.where(z > 0, p, 1 - p), dim=-1) for z in subsets], dim=-1)
+    expected = ((pi * mask * rewards).sum(-1) / (pi * mask).sum(-1)).mean()
+    assert torch.allclose(-loss, expected, atol=1e-6)

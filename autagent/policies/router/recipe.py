@@ -120,6 +120,7 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
             table=table,
             budget=budget,
             outside=config.table.outside,
+            unasked=config.table.unasked,
         )
 
     grpo, price = config.grpo, config.reward.tool_cost

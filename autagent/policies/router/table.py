@@ -36,6 +36,7 @@ from .crossval import CrossValConfig
 
 DESIGNS = ("empty", "singles", "all", "leave_one_out")
 OUTSIDE = ("ask", "surrogate")
+UNASKED = ("surrogate", "excluded")
 Subset = tuple[str, ...]
 
 
@@ -58,6 +59,10 @@ class TableConfig:
     surrogate) or take the ``surrogate``'s answer."""
     items_per_call: int = 4
     """Queries whose designed subsets go to the reasoner in one call (a cascade shares their prompts)."""
+    unasked: str = "surrogate"
+    """The exact objective's subsets the reasoner was never asked: scored by the ``surrogate``, or
+    ``excluded`` (the expectation is over the asked subsets alone, the policy's probabilities
+    renormalised over them: training reads the reasoner's own answers only)."""
     budget_counts: str = "asked"
     """``asked``: the budget caps the answers the reasoner is asked, and answers already in the cache are
     free (a user's budget); ``used``: it caps the answers the table holds, asked or cached, so that what a
@@ -74,6 +79,8 @@ class TableConfig:
             raise ValueError(f"table.budget must be a positive integer or null, got {self.budget!r}")
         if self.outside not in OUTSIDE:
             raise ValueError(f"table.outside must be one of {list(OUTSIDE)}, got {self.outside!r}")
+        if self.unasked not in UNASKED:
+            raise ValueError(f"table.unasked must be one of {list(UNASKED)}, got {self.unasked!r}")
         if self.budget_counts not in ("asked", "used"):
             raise ValueError(f"table.budget_counts must be 'asked' or 'used', got {self.budget_counts!r}")
         if self.items_per_call < 1:
@@ -277,6 +284,11 @@ class AnswerTable:
             correct = correct - correct[:, :1]  # the first subset is the empty one: y_base
         sizes = np.array([len(z) for z in subsets], dtype=float)
         return correct - tool_cost * sizes[None, :]
+
+    def asked_mask(self, sids: list[str]) -> np.ndarray:
+        """``[N, 2^T]`` 1.0 where the reasoner was asked query ``sids[i]`` under subset ``j``."""
+        subsets = every_subset(self.tool_ids)
+        return np.array([[float(z in self.answers[sid]) for z in subsets] for sid in sids])
 
     def correct_matrix(self, sids: list[str], subsets: list[Subset]) -> np.ndarray:
         """``[N, S]`` 1.0 where the (asked or predicted) answer of query ``sids[i]`` under ``subsets[j]``
