@@ -103,7 +103,8 @@ def test_the_openai_sdks_realtime_client_gets_the_answer_and_tools_of_the_whole_
             )
             assert info["tools"] == whole["autagent"]["tools"] == ["asr", "tempo"] and not info["tools_failed"]
             before, after = info["seconds"]["tools_before_commit"], info["seconds"]["tools_after_commit"]
-            assert info["plugin"] == whole["autagent"]["plugin"] and before > 0 and after > 0
+            # the tools may have heard the whole clip before the commit: nothing left after it is 0.0, never less
+            assert info["plugin"] == whole["autagent"]["plugin"] and before > 0 and after >= 0
             assert info["tools_before_commit_share"] == pytest.approx(before / (before + after), abs=2e-3)
             assert {"select_after_commit", "tools_after_commit", "upstream"} <= set(info["seconds"])
     finally:
