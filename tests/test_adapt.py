@@ -317,3 +317,36 @@ def test_an_adaptation_takes_its_table_settings_from_adapt_not_from_the_source_r
     assert config.table.crossval.grid == adapt.ADAPT_DEFAULTS["table.crossval.grid"]
     assert config.seed == 3 and config.reasoner.kind == "cascade" and config.reward.tool_cost == 0.01
     assert config.grpo.steps == adapt.ADAPT_DEFAULTS["grpo.steps"] and config.name == "adapt-out"
+
+
+def test_a_budget_that_counts_the_answers_used_buys_the_same_table_whatever_the_cache_holds(tmp_path):
+    """``budget_counts: used``: 23 answers of 5 subsets buy 4 queries, with a cold cache or a warm one;
+    with ``asked`` (a user's budget) the warm cache's answers are free and buy more."""
+    _filled(tmp_path)  # a warm cache: every query's design answered
+    samples, records = _samples()
+    reasoner = CachedReasoner(AdditiveReasoner(), tmp_path / "answers")
+    used = AnswerTable(samples, TOOLS).fill(reasoner, records, Budget(23), counts="used")
+    asked = AnswerTable(samples, TOOLS).fill(reasoner, records, Budget(23), counts="asked")
+    assert len(used.items) == 4 and len(asked.items) == 12 and reasoner.calls == 0
+    cold = AnswerTable(samples, TOOLS).fill(
+        CachedReasoner(AdditiveReasoner(), tmp_path / "cold"), records, Budget(23), counts="used"
+    )
+    assert cold.items == used.items
+
+
+def test_the_objective_over_asked_subsets_alone_never_reads_the_surrogate():
+    """``table.unasked: excluded``: π renormalised over the subsets the reasoner answered; a reward
+    written for a subset never asked (what a surrogate would say) changes nothing."""
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, requires_grad=True)
+    subsets = subset_matrix(3)
+    mask = torch.tensor([[1.0, 1, 0, 0, 1, 0, 0, 1], [1.0, 0, 1, 0, 0, 0, 0, 1]])
+    rewards = torch.randn(2, 8)
+    loss, _ = expected_loss(logits, logits.detach(), rewards, subsets, 0.0, mask)
+    lied = rewards.masked_fill(mask == 0, 5.0)  # the surrogate's guesses on the unasked subsets
+    loss_lied, _ = expected_loss(logits, logits.detach(), lied, subsets, 0.0, mask)
+    assert torch.allclose(loss, loss_lied)
+    p = torch.sigmoid(logits)
+    pi = torch.stack([torch.prod(torch.where(z > 0, p, 1 - p), dim=-1) for z in subsets], dim=-1)
+    expected = ((pi * mask * rewards).sum(-1) / (pi * mask).sum(-1)).mean()
+    assert torch.allclose(-loss, expected, atol=1e-6)

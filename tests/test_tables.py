@@ -146,3 +146,23 @@ def test_a_sweeps_extra_test_set_is_recorded_apart(tmp_path, monkeypatch, capsys
     assert made["baselines"]["no_tool"]["accuracy"] == 0.25
     assert main(["report", "record", str(sweep), "--as", "nothing", "--test", "draw8"]) == 2
     assert "no test set 'draw8'" in capsys.readouterr().err
+
+
+def test_a_table_names_its_columns_and_joins_two_test_sets_in_one_cell(tmp_path, monkeypatch):
+    from autagent.evaluation.tables import load_records, render
+
+    _checkout(tmp_path, monkeypatch)
+    assert main(["report", "record", str(tmp_path / "runs" / "sweeps" / "seeds"), "--as", "d7", "--test", "draw7"]) == 0
+    spec = {
+        "avg": "Avg (test · draw 7)",
+        "tools": "Tools",
+        "rows": [
+            {
+                "label": "router",
+                "items": [{"record": "seeds", "variant": "router"}, {"record": "d7", "variant": "router"}],
+            }
+        ],
+    }
+    lines = render("two", spec, load_records(tmp_path)).splitlines()
+    assert lines[0] == "| Method | Avg (test · draw 7) | Tools |"
+    assert lines[2] == "| router | **65.0 ± 5.0** · **55.0 ± 5.0** | 1.00 ± 0.10 · 1.07 ± 0.12 |"

@@ -177,7 +177,12 @@ def _entry(records: dict, row: dict, table: str) -> tuple[dict, dict]:
 def render(table: str, spec: dict, records: dict) -> str:
     """The Markdown of ``table``: header, a row per spec row, and a line naming the records it came from."""
     domains = spec.get("domains", [])
-    head = [spec.get("first", "Method"), *[d.capitalize() for d in domains], "Avg", "Avg tools"]
+    head = [
+        spec.get("first", "Method"),
+        *[d.capitalize() for d in domains],
+        spec.get("avg", "Avg"),
+        spec.get("tools", "Avg tools"),
+    ]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     used: dict[str, dict] = {}
     rows = []

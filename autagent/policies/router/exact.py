@@ -27,13 +27,23 @@ def subset_matrix(num_tools: int) -> torch.Tensor:
 
 
 def expected_loss(
-    logits: torch.Tensor, reference_logits: torch.Tensor, rewards: torch.Tensor, subsets: torch.Tensor, beta: float
+    logits: torch.Tensor,
+    reference_logits: torch.Tensor,
+    rewards: torch.Tensor,
+    subsets: torch.Tensor,
+    beta: float,
+    mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict]:
     """−mean over queries of J(x). ``logits``/``reference_logits`` ``[B, T]``, ``rewards`` ``[B, 2^T]``
-    (the reward of each subset, tool price included), ``subsets`` ``[2^T, T]``."""
+    (the reward of each subset, tool price included), ``subsets`` ``[2^T, T]``; with ``mask`` ``[B, 2^T]``
+    (1: a subset the reasoner answered) the expectation is over the masked subsets, π renormalised."""
     log_p, log_q = nn.functional.logsigmoid(logits), nn.functional.logsigmoid(-logits)
     log_pi = log_p @ subsets.T + log_q @ (1 - subsets).T  # [B, 2^T]
-    expected = (log_pi.exp() * rewards).sum(-1)
+    if mask is None:
+        expected = (log_pi.exp() * rewards).sum(-1)
+    else:  # log-space renormalisation: the asked subsets' share of π can be tiny
+        weights = torch.softmax(log_pi.masked_fill(mask <= 0, float("-inf")), dim=-1)
+        expected = (weights * rewards).sum(-1)
     p = torch.sigmoid(logits)
     kl = (
         p * (log_p - nn.functional.logsigmoid(reference_logits))

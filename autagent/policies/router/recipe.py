@@ -12,6 +12,7 @@ cross-validation, GRPO, plugin export.
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import torch
@@ -39,7 +40,7 @@ def fill_table(ctx, samples) -> tuple[AnswerTable, Budget, dict]:
     table = AnswerTable(samples, ctx.tool_ids, cfg.design)
     bar = tqdm(total=len(samples), desc="answer table", unit="query", disable=not ctx.config.logging.progress)
     try:
-        table.fill(ctx.reasoner, ctx.records, budget, cfg.order_seed, cfg.items_per_call, bar)
+        table.fill(ctx.reasoner, ctx.records, budget, cfg.order_seed, cfg.items_per_call, bar, cfg.budget_counts)
     finally:
         bar.close()
     summary = {
@@ -51,6 +52,15 @@ def fill_table(ctx, samples) -> tuple[AnswerTable, Budget, dict]:
         "answers_spent": budget.spent,
         "surrogate_agreement": table.surrogate_fidelity(),
     }
+    logging.getLogger("autagent").info(
+        "answer table: %d training queries x %d subsets; %d answers asked of a budget of %s (cached ones free); "
+        "%d queries left out",
+        len(table.items),
+        len(table.design),
+        budget.spent,
+        cfg.budget or "no cap",
+        len(table.incomplete),
+    )
     if not table.items:
         raise ValueError(
             f"table.budget {cfg.budget}: no training query got its whole design of {len(table.design)} answers; "
@@ -110,6 +120,7 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
             table=table,
             budget=budget,
             outside=config.table.outside,
+            unasked=config.table.unasked,
         )
 
     grpo, price = config.grpo, config.reward.tool_cost

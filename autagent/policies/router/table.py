@@ -36,6 +36,7 @@ from .crossval import CrossValConfig
 
 DESIGNS = ("empty", "singles", "all", "leave_one_out")
 OUTSIDE = ("ask", "surrogate")
+UNASKED = ("surrogate", "excluded")
 Subset = tuple[str, ...]
 
 
@@ -58,6 +59,15 @@ class TableConfig:
     surrogate) or take the ``surrogate``'s answer."""
     items_per_call: int = 4
     """Queries whose designed subsets go to the reasoner in one call (a cascade shares their prompts)."""
+    unasked: str = "surrogate"
+    """The exact objective's subsets the reasoner was never asked: scored by the ``surrogate``, or
+    ``excluded`` (the expectation is over the asked subsets alone, the policy's probabilities
+    renormalised over them: training reads the reasoner's own answers only)."""
+    budget_counts: str = "asked"
+    """``asked``: the budget caps the answers the reasoner is asked, and answers already in the cache are
+    free (a user's budget); ``used``: it caps the answers the table holds, asked or cached, so that what a
+    budget buys does not depend on what earlier runs left in a shared cache (experiments comparing
+    budgets): the table takes the first budget / (subsets per query) queries of its order."""
     crossval: CrossValConfig = field(default_factory=CrossValConfig)
     """Settings chosen by k-fold cross-validation on the training queries' table (:mod:`.crossval`)."""
 
@@ -69,6 +79,10 @@ class TableConfig:
             raise ValueError(f"table.budget must be a positive integer or null, got {self.budget!r}")
         if self.outside not in OUTSIDE:
             raise ValueError(f"table.outside must be one of {list(OUTSIDE)}, got {self.outside!r}")
+        if self.unasked not in UNASKED:
+            raise ValueError(f"table.unasked must be one of {list(UNASKED)}, got {self.unasked!r}")
+        if self.budget_counts not in ("asked", "used"):
+            raise ValueError(f"table.budget_counts must be 'asked' or 'used', got {self.budget_counts!r}")
         if self.items_per_call < 1:
             raise ValueError(f"table.items_per_call must be >= 1, got {self.items_per_call}")
 
@@ -141,12 +155,25 @@ class AnswerTable:
         """Queries whose design the budget did not cover (left out of training)."""
 
     # -- filling -----------------------------------------------------------------------------------
-    def fill(self, reasoner, records: dict, budget: Budget, order_seed: int = 0, items_per_call: int = 4, bar=None):
+    def fill(
+        self,
+        reasoner,
+        records: dict,
+        budget: Budget,
+        order_seed: int = 0,
+        items_per_call: int = 4,
+        bar=None,
+        counts: str = "asked",
+    ):
         """Ask every query's designed subsets, queries in a fixed shuffled order, ``items_per_call``
-        queries per call, until the budget is spent. A failing reasoner raises after the answers so far
-        are in its cache (a resumed run is served them free)."""
+        queries per call, until the budget is spent (``counts``: see :attr:`TableConfig.budget_counts`).
+        A failing reasoner raises after the answers so far are in its cache (a resumed run is served
+        them free)."""
         ids = sorted(self.samples)
         order = [ids[i] for i in np.random.default_rng(order_seed).permutation(len(ids))]
+        if counts == "used" and budget.limit is not None:  # as many queries as a cold cache would give
+            self.incomplete += order[budget.limit // len(self.design) :]
+            order = order[: budget.limit // len(self.design)]
         for start in range(0, len(order), items_per_call):
             chunk = order[start : start + items_per_call]
             if budget.exhausted and not all(self._cached(reasoner, records, sid) for sid in chunk):
@@ -257,6 +284,11 @@ class AnswerTable:
             correct = correct - correct[:, :1]  # the first subset is the empty one: y_base
         sizes = np.array([len(z) for z in subsets], dtype=float)
         return correct - tool_cost * sizes[None, :]
+
+    def asked_mask(self, sids: list[str]) -> np.ndarray:
+        """``[N, 2^T]`` 1.0 where the reasoner was asked query ``sids[i]`` under subset ``j``."""
+        subsets = every_subset(self.tool_ids)
+        return np.array([[float(z in self.answers[sid]) for z in subsets] for sid in sids])
 
     def correct_matrix(self, sids: list[str], subsets: list[Subset]) -> np.ndarray:
         """``[N, S]`` 1.0 where the (asked or predicted) answer of query ``sids[i]`` under ``subsets[j]``

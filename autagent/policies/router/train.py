@@ -69,6 +69,7 @@ class RouterTrainer:
         table=None,
         budget=None,
         outside: str = "surrogate",
+        unasked: str = "surrogate",
         reference: Router | None = None,
     ):
         if len(samples) != features.shape[0]:
@@ -78,7 +79,7 @@ class RouterTrainer:
         self.tool_ids = tuple(tool_ids)
         self.reward_fn = get_reward(reward_kind, tool_cost)
         self.reward_kind, self.tool_cost = reward_kind, tool_cost
-        self.table, self.budget, self.outside = table, budget, outside
+        self.table, self.budget, self.outside, self.unasked = table, budget, outside, unasked
         """An :class:`~.table.AnswerTable` to read answers from (None: the reasoner is asked every new
         draw), the :class:`~.table.Budget` of new answers, and what a draw outside the table gets."""
         self.reference = copy.deepcopy(reference if reference is not None else policy)
@@ -241,6 +242,8 @@ class RouterTrainer:
             ids = [s.id for s in self.samples]
             rewards = self.table.rewards(ids, self.reward_kind, self.tool_cost)
             self._expected_rewards = torch.tensor(rewards, dtype=torch.float32)
+            if self.unasked == "excluded":
+                self._asked_mask = torch.tensor(self.table.asked_mask(ids), dtype=torch.float32)
         return self._expected_rewards
 
     def expected_step(self) -> dict:
@@ -251,6 +254,7 @@ class RouterTrainer:
         cfg = self.cfg
         index = self.batch_indices(self.step)
         rewards = self.expected_rewards()[index]
+        mask = self._asked_mask[index] if self.unasked == "excluded" else None
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.step)
         feats = self.features[index]
         if self.policy.config.input_dropout:
@@ -259,7 +263,7 @@ class RouterTrainer:
         with torch.no_grad():
             reference = self.reference.logits(feats)
         for _ in range(cfg.inner_epochs):
-            loss, stats = expected_loss(self.policy.logits(feats), reference, rewards, subsets, cfg.beta)
+            loss, stats = expected_loss(self.policy.logits(feats), reference, rewards, subsets, cfg.beta, mask)
             self.optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
