@@ -68,13 +68,13 @@ def audio_source(parts: list) -> tuple[bytes | None, str | None, str | None]:
     for part in parts:
         kind = part.get("type")
         if kind == "input_audio":
-            audio = part.get("input_audio") or {}
+            audio = _object(part, "input_audio")
             fmt = str(audio.get("format", "")).lower()
             if fmt not in FORMATS:
                 raise BadRequest(f"input_audio.format must be one of {sorted(FORMATS)}, got {fmt!r}")
             return decode_base64(audio.get("data")), fmt, None
         if kind == "audio_url":
-            url = str((part.get("audio_url") or {}).get("url", ""))
+            url = str(_object(part, "audio_url").get("url", ""))
             match = DATA_URL.match(url)
             if match:
                 fmt = MIME_FORMATS.get(match[1].lower(), match[1].lower())
@@ -87,6 +87,14 @@ def audio_source(parts: list) -> tuple[bytes | None, str | None, str | None]:
                 "audio_url must be a data: URL (or http(s) with --allow-remote-audio); files and paths are refused"
             )
     raise BadRequest("no audio: put the clip in the last user message as input_audio or an audio_url data: URL")
+
+
+def _object(part: dict, name: str) -> dict:
+    """The part's ``name`` object ({} when absent); BadRequest when it is anything but an object."""
+    value = part.get(name) or {}
+    if not isinstance(value, dict):
+        raise BadRequest(f"{name} must be an object, got {type(value).__name__}")
+    return value
 
 
 def decode_base64(data) -> bytes:
