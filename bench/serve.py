@@ -9,23 +9,33 @@ as OpenAI chat requests (the clip as ``input_audio``):
   and of each stage the service reports (selection, tools, upstream);
 * the service's own overhead: each request sent through the plugin service, against the very
   messages it forwards (records included) sent straight to the upstream, tools already cached
-  (median of the per-request differences, ms).
+  (median and p90 of the per-request differences, ms, with the median's 95 % interval), and the CPU
+  time the service's process spent per request (from ``/proc/<pid>/stat``: steadier than wall time
+  on a busy machine).  The clips repeat, as a conversation sends its clip with every turn.
 
-With ``--baseline DIR`` (a checkout of another commit, e.g. ``git worktree add /tmp/base 4d19cae``)
-the plugin service of that checkout is measured in the same run, on the same upstream, and the
-ratios (this tree / baseline) are printed: the hardening's cost in throughput and overhead.  Without
-a trained plugin, ``--plugin synthetic`` makes a router plugin that always calls asr and tempo.
+The baseline (``--baseline``: a checkout's folder, or a commit, archived into a temporary folder and
+removed afterwards; default :data:`BEFORE`, the commit before the service's own cost was cut;
+``none``: this tree alone) is measured in the same run, on the same upstream, interleaved with this
+tree (the order rotating request by request), and the ratios (this tree / baseline) are printed.
+Without a trained plugin, ``--plugin synthetic`` makes a router plugin that always calls asr and tempo.
 
-Usage: .venv/bin/python bench/serve.py [--plugin runs/embedded_main/plugin] [--requests 48] [--baseline DIR]
+Usage: .venv/bin/python bench/serve.py [--plugin runs/embedded_main/plugin] [--requests 48] [--overhead 480]
+       [--baseline DIR|COMMIT|none] [--clients 1,8,32]
 """
 
 from __future__ import annotations
 
 import argparse
 import base64
+import io
+import json
+import math
+import os
+import shutil
 import statistics
 import subprocess
 import sys
+import tarfile
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -33,6 +43,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+BEFORE = "2d6b8a1"
+"""The default baseline: the commit before the service's own cost per request was cut (issue 45)."""
 
 
 def start(*args: str, cache: Path, root: Path = ROOT) -> tuple[subprocess.Popen, str]:
@@ -111,34 +124,92 @@ def load(url: str, bodies: list, clients: int) -> dict:
     }
 
 
-def measure(fronts: dict, upstream_url: str, bodies: list, plugin, rounds: int = 2) -> dict:
-    """Throughput and latency at 1, 8 and 32 clients, and the overhead per request, of each service in
-    ``fronts`` (name -> URL), interleaved (A, B, A, B... at each level; each request's overhead against
-    the same direct request) so that what else the machine runs weighs on them alike."""
-    import httpx
-
-    for url in fronts.values():
+def measure(fronts: dict, upstream: tuple, bodies: list, plugin, levels, rounds: int, overhead: int) -> dict:
+    """Throughput and latency at each level of concurrent clients, and the overhead per request, of each
+    service in ``fronts`` (name -> (URL, pid)) in front of ``upstream`` (URL, pid), interleaved so that
+    what else the machine runs weighs on them alike: A, B, A, B... at each level; for the overhead,
+    the direct request and each service's in an order that rotates request by request."""
+    for url, _ in fronts.values():
         load(url, bodies, 4)  # warm: tools computed and cached, answers cached, models loaded
     results = {name: {"rows": {}, "overhead": []} for name in fronts}
-    for clients in (1, 8, 32):
+    for clients in levels:
         runs = {name: [] for name in fronts}
         for _ in range(rounds):
-            for name, url in fronts.items():
+            for name, (url, _) in fronts.items():
                 runs[name].append(load(url, bodies, clients))
         for name, measured in runs.items():
             merged = {k: sum((m[k] for m in measured), []) for k in ("total", "select", "tools", "upstream")}
             rps = statistics.mean(m["rps"] for m in measured)
             results[name]["rows"][clients] = merged | {"rps": rps, "refused": sum(m["refused"] for m in measured)}
-    for body in bodies:
-        direct_body = {**body, "messages": plugin.augment(body["messages"])}
-        started = time.perf_counter()
-        httpx.post(upstream_url + "/v1/chat/completions", json=direct_body, timeout=600)
-        direct = time.perf_counter() - started
-        for name, url in fronts.items():
-            started = time.perf_counter()
-            httpx.post(url + "/v1/chat/completions", json=body, timeout=600)
-            results[name]["overhead"].append(time.perf_counter() - started - direct)
+    for name, cpu in overheads(fronts, upstream, bodies, plugin, overhead).items():
+        results[name] |= cpu
     return results
+
+
+def overheads(fronts: dict, upstream: tuple, bodies: list, plugin, requests: int) -> dict:
+    """Per service: ``overhead`` (seconds, per request: through it minus straight to the upstream, the
+    same request at the same moment), ``cpu`` (its process's CPU seconds per request) and
+    ``upstream_cpu`` (the upstream's, per request it answers)."""
+    import httpx
+
+    headers = {"Content-Type": "application/json"}
+    encoded = [json.dumps(body).encode() for body in bodies]
+    direct = [json.dumps({**body, "messages": plugin.augment(body["messages"])}).encode() for body in bodies]
+    upstream_url, upstream_pid = upstream
+    targets = {None: upstream_url} | {name: url for name, (url, _) in fronts.items()}
+    clients = {name: httpx.Client(base_url=url, timeout=600) for name, url in targets.items()}
+    for name, client in clients.items():  # connections open, both paths warm
+        for i in range(len(bodies)):
+            client.post("/v1/chat/completions", content=(direct if name is None else encoded)[i], headers=headers)
+    pids = {name: pid for name, (_, pid) in fronts.items()}
+    before = {name: cpu_seconds(pid) for name, pid in pids.items()} | {None: cpu_seconds(upstream_pid)}
+    seconds = {name: [] for name in fronts}
+    order = list(targets)
+    for i in range(requests):
+        k = i % len(bodies)
+        took = {}
+        for name in order[i % len(order) :] + order[: i % len(order)]:
+            started = time.perf_counter()
+            reply = clients[name].post(
+                "/v1/chat/completions", content=(direct if name is None else encoded)[k], headers=headers
+            )
+            took[name] = time.perf_counter() - started
+            if reply.status_code != 200:
+                raise RuntimeError(f"{name or 'the upstream'} answered {reply.status_code}: {reply.text[:200]}")
+        for name in fronts:
+            seconds[name].append(took[name] - took[None])
+    after = {name: cpu_seconds(pid) for name, pid in pids.items()} | {None: cpu_seconds(upstream_pid)}
+    for client in clients.values():
+        client.close()
+    upstream_cpu = per_request(before[None], after[None], requests * len(targets))
+    return {
+        name: {
+            "overhead": seconds[name],
+            "cpu": per_request(before[name], after[name], requests),
+            "upstream_cpu": upstream_cpu,
+        }
+        for name in fronts
+    }
+
+
+def cpu_seconds(pid: int | None) -> float | None:
+    """User and system CPU seconds of process ``pid`` so far (Linux; None elsewhere)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError, TypeError):
+        return None
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def per_request(before, after, requests: float) -> float | None:
+    return None if before is None or after is None else (after - before) / requests
+
+
+def median_interval(values) -> tuple[float, float]:
+    """The median's 95 % interval from order statistics (no assumption on the distribution)."""
+    values, n = sorted(values), len(values)
+    half = 1.96 * math.sqrt(n) / 2
+    return values[max(0, math.floor(n / 2 - half) - 1)], values[min(n - 1, math.ceil(n / 2 + half))]
 
 
 def report(name: str, result: dict) -> None:
@@ -154,65 +225,102 @@ def report(name: str, result: dict) -> None:
             f"{1000 * percentile(r['tools'], 0.5):10.1f} {1000 * percentile(r['upstream'], 0.5):13.1f} "
             f"{r['refused']:8d}"
         )
-    d = result["overhead"]
+    d, cpu = result["overhead"], result["cpu"]
+    low, high = median_interval(d)
+    cpu_text = "" if cpu is None else f"; its process's CPU {1000 * cpu:.2f} ms per request"
     print(
         f"service overhead per request (through the plugin service minus the same forwarded request sent "
-        f"straight to the upstream, tools cached): median {1000 * statistics.median(d):.1f} ms, "
-        f"p90 {1000 * percentile(d, 0.9):.1f} ms ({len(d)} requests)"
+        f"straight to the upstream, tools cached): median {1000 * statistics.median(d):.1f} ms "
+        f"(95 % interval {1000 * low:.1f} to {1000 * high:.1f}), p90 {1000 * percentile(d, 0.9):.1f} ms "
+        f"({len(d)} requests){cpu_text}"
     )
+
+
+def baseline_checkout(baseline: str, folder: Path) -> Path | None:
+    """``baseline`` as a folder to run: itself when it is one, else that commit of this repository
+    archived into ``folder`` (None, with a note, when this clone does not have it)."""
+    if Path(baseline).is_dir():
+        return Path(baseline)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", "--format=tar", baseline], capture_output=True)
+    if archive.returncode != 0:
+        print(f"baseline {baseline}: not in this clone ({archive.stderr.decode().strip()[:200]}); this tree alone")
+        return None
+    with tarfile.open(fileobj=io.BytesIO(archive.stdout)) as tar:
+        tar.extractall(folder, filter="data")
+    return folder
+
+
+def ratios(ours: dict, base: dict) -> None:
+    rps = ", ".join(f"{c} clients {ours['rows'][c]['rps'] / base['rows'][c]['rps']:.2f}" for c in ours["rows"])
+    print(f"this tree / baseline, requests per second: {rps}")
+    for label, q in (("median", 0.5), ("p90", 0.9)):
+        a, b = percentile(ours["overhead"], q), percentile(base["overhead"], q)
+        print(f"this tree / baseline, overhead {label}: {1000 * a:.1f} / {1000 * b:.1f} ms = {a / b:.2f}")
+    if ours["cpu"] is not None and base["cpu"] is not None:
+        a, b = ours["cpu"], base["cpu"]
+        print(f"this tree / baseline, the service's CPU per request: {1000 * a:.2f} / {1000 * b:.2f} ms = {a / b:.2f}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plugin", default="runs/embedded_main/plugin", help="a plugin folder, or 'synthetic'")
     parser.add_argument("--data", default="data/embedded/test.json")
-    parser.add_argument("--requests", type=int, default=48)
-    parser.add_argument("--baseline", help="a checkout of another commit, measured in the same run")
+    parser.add_argument("--requests", type=int, default=48, help="test questions sent at each level of clients")
+    parser.add_argument("--overhead", type=int, default=480, help="requests whose overhead is measured")
+    parser.add_argument("--clients", default="1,8,32", help="levels of concurrent clients")
+    parser.add_argument("--rounds", type=int, default=2, help="runs of the questions at each level")
+    parser.add_argument(
+        "--baseline",
+        default=BEFORE,
+        help=f"a checkout's folder or a commit measured in the same run (default {BEFORE}); 'none': this tree alone",
+    )
     args = parser.parse_args()
 
     from autagent import Plugin
     from autagent.data.loaders import load_dataset
 
     cache = Path(tempfile.mkdtemp(prefix="autagent-bench-serve-"))
+    try:
+        run(args, cache, Plugin, load_dataset)
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+def run(args, cache: Path, Plugin, load_dataset) -> None:  # noqa: N803 - the class, imported late
     if args.plugin == "synthetic":
         args.plugin = str(synthetic_plugin(cache / "plugin"))
     if not (Path(args.plugin) / "manifest.json").exists():
         sys.exit(f"{args.plugin}: no plugin there (run `make train` first, or --plugin synthetic)")
+    base = None if args.baseline == "none" else baseline_checkout(args.baseline, cache / "baseline")
     samples = load_dataset(args.data)[: args.requests]
     upstream, upstream_url = start("--reasoner", "embedded", cache=cache)
-    fronts = {"this tree": ROOT} | ({f"baseline {args.baseline}": Path(args.baseline)} if args.baseline else {})
+    fronts = {"this tree": ROOT} | ({f"baseline {args.baseline}": base} if base else {})
     plugin = Plugin.load(args.plugin, audio_dir=cache / "audio")
     bodies = [{"model": "embedded", "messages": message(s)} for s in samples]
+    levels = [int(c) for c in args.clients.split(",") if c]
     started = []
     try:
-        print(f"plugin service under load ({len(bodies)} requests, embedded reasoner upstream, tools cached):")
+        print(
+            f"plugin service under load ({len(bodies)} requests, embedded reasoner upstream, tools cached; "
+            f"overhead over {args.overhead} requests):"
+        )
         urls = {}
         for name, root in fronts.items():
-            started.append(
-                start(
-                    "--plugin",
-                    args.plugin,
-                    "--upstream",
-                    upstream_url + "/v1",
-                    cache=cache / name.split()[0],
-                    root=root,
-                )
-            )
-            urls[name] = started[-1][1]
-        results = measure(urls, upstream_url, bodies, plugin)
+            folder = cache / name.split()[0]
+            started.append(start("--plugin", args.plugin, "--upstream", upstream_url + "/v1", cache=folder, root=root))
+            urls[name] = (started[-1][1], started[-1][0].pid)
+        results = measure(urls, (upstream_url, upstream.pid), bodies, plugin, levels, args.rounds, args.overhead)
         for name, result in results.items():
             report(name, result)
     finally:
         for process, _ in [*started, (upstream, upstream_url)]:
             process.terminate()
             process.wait(timeout=30)
+    ours = results["this tree"]
+    if ours["upstream_cpu"] is not None:
+        print(f"the upstream's CPU per request: {1000 * ours['upstream_cpu']:.2f} ms")
     if len(results) == 2:
-        ours, base = results.values()
-        ratios = [f"{c} clients {ours['rows'][c]['rps'] / base['rows'][c]['rps']:.2f}" for c in ours["rows"]]
-        overhead = statistics.median(ours["overhead"]) - statistics.median(base["overhead"])
-        print(
-            f"this tree / baseline, requests per second: {', '.join(ratios)}; median overhead {1000 * overhead:+.1f} ms"
-        )
+        ratios(*results.values())
 
 
 if __name__ == "__main__":

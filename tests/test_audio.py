@@ -88,3 +88,34 @@ def test_runner_never_raises_on_model_failure(tmp_path, click_wav):
     runner = ToolRunner("embedded", {"asr": {"model_path": str(tmp_path / "no-such-model")}})
     record = runner.run("asr", str(click_wav[0]))
     assert "error" in record and record["output"] is None
+
+
+def test_a_files_hash_is_read_once_while_it_is_unchanged_and_again_once_rewritten(tmp_path, monkeypatch):
+    import hashlib
+    import os
+    import time
+
+    import tools.audio
+
+    path = tmp_path / "clip.bin"
+    path.write_bytes(b"a" * 1000)
+    now = time.time_ns()
+    os.utime(path, ns=(now - 5 * 10**9, now - 5 * 10**9))  # settled: remembered
+    first = content_hash(path)
+    assert first == hashlib.sha256(b"a" * 1000).hexdigest()
+    real_open = open
+    monkeypatch.setattr(tools.audio, "open", lambda *a, **k: pytest.fail("read again"), raising=False)
+    assert content_hash(path) == first
+    monkeypatch.setattr(tools.audio, "open", real_open, raising=False)
+    for byte in b"bc":  # rewritten in place, the same size, within one tick of the clock: hashed each time
+        path.write_bytes(bytes([byte]) * 1000)
+        os.utime(path, ns=(now, now))
+        assert content_hash(path) == hashlib.sha256(bytes([byte]) * 1000).hexdigest()
+    monkeypatch.setattr(tools.audio, "HASHED_FILES", 3)
+    monkeypatch.setattr(tools.audio, "_hashes", None)
+    for k in range(10):
+        other = tmp_path / f"{k}.bin"
+        other.write_bytes(bytes([k]) * 10)
+        os.utime(other, ns=(now - 5 * 10**9, now - 5 * 10**9))
+        assert content_hash(other) == hashlib.sha256(bytes([k]) * 10).hexdigest()
+        assert len(tools.audio._hashes) <= 3

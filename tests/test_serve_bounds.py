@@ -150,3 +150,25 @@ def test_the_tool_record_cache_stays_under_its_size_with_two_writers(tmp_path):
     assert writers[0].get("clip0", "tempo", "b", "1") is None  # the oldest went
     assert sum(w.evicted for w in writers) > 200
     assert json.loads(json.dumps(record)) == record
+
+
+@pytest.mark.parametrize(
+    "part",
+    [
+        {"type": "audio_url", "audio_url": 7},
+        {"type": "audio_url", "audio_url": "data:audio/wav;base64,AAAA"},
+        {"type": "input_audio", "input_audio": [1]},
+        {"type": "input_audio", "input_audio": "AAAA"},
+    ],
+)
+def test_an_audio_part_that_is_not_an_object_is_a_400_not_a_500(quiet_plugin, tmp_path, part):
+    echo = Upstream("echo")
+    service = start_service(quiet_plugin, tmp_path, upstream=echo.url)
+    try:
+        messages = [{"role": "user", "content": [part, {"type": "text", "text": "Which? (A) one (B) two"}]}]
+        reply = httpx.post(service.url + "/v1/chat/completions", json={"model": "m", "messages": messages}, timeout=60)
+        assert reply.status_code == 400 and "must be an object" in reply.json()["error"]["message"], reply.text
+        assert echo.seen == []
+    finally:
+        service.stop()
+        echo.httpd.shutdown()

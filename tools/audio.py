@@ -8,6 +8,7 @@ catch it and turn it into an ``"error"`` record so one bad clip never sinks the 
 from __future__ import annotations
 
 import hashlib
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -72,6 +73,11 @@ def _read_any(path: Path, max_seconds: float | None = None) -> tuple[np.ndarray,
 def check_file(path: Path) -> int:
     """The size of ``path`` if it is a regular file (links followed); a clear error otherwise, before
     anything opens it (a FIFO or a device would block or never end)."""
+    return file_info(path).st_size
+
+
+def file_info(path: Path):
+    """``path``'s ``os.stat`` if it is a regular file (links followed); a clear error otherwise."""
     import stat
 
     try:
@@ -84,7 +90,7 @@ def check_file(path: Path) -> int:
         raise AudioError(path, "is a directory, not an audio file")
     if not stat.S_ISREG(info.st_mode):
         raise AudioError(path, "is not a regular file (a device, FIFO or socket)")
-    return info.st_size
+    return info
 
 
 def load_audio(path: str | Path, sample_rate: int | None = None, max_seconds: float | None = None) -> Audio:
@@ -111,14 +117,38 @@ def load_audio(path: str | Path, sample_rate: int | None = None, max_seconds: fl
     return Audio(np.ascontiguousarray(mono, dtype=np.float32), int(sr), str(path))
 
 
+HASHED_FILES = 4096
+"""How many files' hashes :func:`content_hash` remembers (the least recently asked dropped)."""
+SETTLED_NS = 1_000_000_000
+"""A file's hash is remembered only once the file has not changed for this long: a file's time
+stamp ticks in milliseconds, so one rewritten at once, to the same size, could keep it (git's
+"racily clean" files)."""
+_hashes = None
+
+
 def content_hash(path: str | Path, chunk: int = 1 << 20) -> str:
-    """SHA-256 of the file's bytes: the clip's identity in every cache, whatever its name."""
+    """SHA-256 of the file's bytes: the clip's identity in every cache, whatever its name.  Remembered
+    per file as it is on disk (its device, inode, size and modification time in nanoseconds): a clip
+    asked about again (a service's request reads it for the tool cache's keys, the encoders' memos and
+    the answer cache) is read and hashed once; a file rewritten or replaced is hashed again (one
+    changed in the last :data:`SETTLED_NS` is hashed every time)."""
+    global _hashes
+    if _hashes is None:
+        from .memo import BoundedMemo
+
+        _hashes = BoundedMemo(HASHED_FILES)
+    info = file_info(Path(path))
+    key = (str(path), info.st_dev, info.st_ino, info.st_size, info.st_mtime_ns)
+    known = _hashes.get(key)
+    if known is not None:
+        return known
     digest = hashlib.sha256()
-    check_file(Path(path))
     try:
         with open(path, "rb") as handle:
             for block in iter(lambda: handle.read(chunk), b""):
                 digest.update(block)
     except OSError as err:
         raise AudioError(path, f"cannot read file ({err.strerror})") from err
+    if time.time_ns() - info.st_mtime_ns > SETTLED_NS:
+        _hashes[key] = digest.hexdigest()
     return digest.hexdigest()

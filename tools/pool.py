@@ -296,7 +296,7 @@ class ToolPool:
                             record = make_record(tool_id, *self.runner.identity(tool_id), error=str(err))
                             results[i][tool_id] = self._count(record)
             pending = {t: jobs for t, jobs in pending.items() if jobs}
-        bar = _progress(sum(len(v) for v in pending.values()), progress)
+        bar = _progress(sum(len(v) for v in pending.values()), progress) if pending else None  # none: all cached
         compute = self._compute_local if self.config.executor == "local" else self._compute_ray
         self._started = time.perf_counter()
         for i, tool_id, key, record in compute(pending, sources) if pending else ():
@@ -304,7 +304,8 @@ class ToolPool:
             self.computed += "error" not in record
             results[i][tool_id] = self._count(record)
             bar.update(1)
-        bar.close()
+        if bar is not None:
+            bar.close()
         return [{t: r[t] for t in tools} for r in results]
 
     def _timed(self, tool_id: str, sent: float) -> None:

@@ -65,28 +65,43 @@ def last_user_content(messages) -> list:
 
 def audio_source(parts: list) -> tuple[bytes | None, str | None, str | None]:
     """(audio bytes, format, remote URL) from the content parts; BadRequest for a malformed part."""
+    data, fmt, url = encoded_audio(parts)
+    return (None, None, url) if url is not None else (decode_base64(data), fmt, None)
+
+
+def encoded_audio(parts: list) -> tuple[object, str | None, str | None]:
+    """(the clip's base64 text as sent, format, remote URL) from the content parts, not decoded yet;
+    BadRequest for a malformed part."""
     for part in parts:
         kind = part.get("type")
         if kind == "input_audio":
-            audio = part.get("input_audio") or {}
+            audio = _object(part, "input_audio")
             fmt = str(audio.get("format", "")).lower()
             if fmt not in FORMATS:
                 raise BadRequest(f"input_audio.format must be one of {sorted(FORMATS)}, got {fmt!r}")
-            return decode_base64(audio.get("data")), fmt, None
+            return audio.get("data"), fmt, None
         if kind == "audio_url":
-            url = str((part.get("audio_url") or {}).get("url", ""))
+            url = str(_object(part, "audio_url").get("url", ""))
             match = DATA_URL.match(url)
             if match:
                 fmt = MIME_FORMATS.get(match[1].lower(), match[1].lower())
                 if fmt not in FORMATS:  # it names the stored file: only the formats we know
                     raise BadRequest(f"audio_url: data:audio/<format> must be one of {sorted(FORMATS)}")
-                return decode_base64(match[2]), fmt, None
+                return match[2], fmt, None
             if url.startswith(("http://", "https://")):
                 return None, None, url
             raise BadRequest(
                 "audio_url must be a data: URL (or http(s) with --allow-remote-audio); files and paths are refused"
             )
     raise BadRequest("no audio: put the clip in the last user message as input_audio or an audio_url data: URL")
+
+
+def _object(part: dict, name: str) -> dict:
+    """The part's ``name`` object ({} when absent); BadRequest when it is anything but an object."""
+    value = part.get(name) or {}
+    if not isinstance(value, dict):
+        raise BadRequest(f"{name} must be an object, got {type(value).__name__}")
+    return value
 
 
 def decode_base64(data) -> bytes:
@@ -166,18 +181,24 @@ def question_and_choices(text: str, explicit=None) -> tuple[str, tuple[str, ...]
     return question, choices
 
 
-def read_query(messages, explicit_choices, audio_folder: Path, max_bytes: int, store=None) -> ChatQuery:
+def read_query(messages, explicit_choices, audio_folder: Path, max_bytes: int, store=None, known=None) -> ChatQuery:
     """The clip, question, choices and shown records of a chat request; remote audio is returned as a
     URL in ``remote`` for the caller to fetch (or refuse).  ``store(raw, fmt)`` writes the clip (and,
-    in a service, holds it in its bounded folder); by default it is written to ``audio_folder``."""
+    in a service, holds it in its bounded folder); by default it is written to ``audio_folder``.
+    ``known(data, fmt)``: the ``(path, bytes)`` of a clip stored before from the same base64 text (a
+    service's memo), or None; a known clip is neither decoded nor stored again (the caller holds it)."""
     parts = last_user_content(messages)
-    raw, fmt, url = audio_source(parts)
+    data, fmt, url = encoded_audio(parts)
+    held = known(data, fmt) if known is not None and isinstance(data, str) else None
+    raw = decode_base64(data) if url is None and held is None else None
     records, text = split_records(text_of(parts))
     question, choices = question_and_choices(text, explicit_choices)
     if not question and not choices:
         raise BadRequest("the last user message has no question text")
     if url is not None:
         return ChatQuery("", question, choices, records, remote={"url": url})
+    if held is not None:
+        return ChatQuery(str(held[0]), question, choices, records, audio_bytes=held[1])
     if len(raw) > max_bytes:
         raise BadRequest(f"the audio is {len(raw)} bytes, over the {max_bytes}-byte limit")
     path = store(raw, fmt) if store is not None else store_audio(raw, fmt, audio_folder, max_bytes)

@@ -43,9 +43,9 @@ async def _handle(service: Service, agentic, body: dict, started: float):
     if agentic is not None:  # the upstream may ask for tools itself
         return await agentic(body)
     info, forward = {}, body
-    async with service.clip(body) if plugin is not None else nullcontext() as query:
+    augment = lambda query: plugin.augment_query(body["messages"], query)  # noqa: E731 - in the clip's thread
+    async with service.clip(body, augment) if plugin is not None else nullcontext((None, None)) as (query, augmented):
         if query is not None:
-            augmented = await asyncio.to_thread(plugin.augment_query, body["messages"], query)
             for stage, seconds in augmented.seconds.items():
                 metrics.stage.labels(stage).observe(seconds)
             for tool in augmented.failed:

@@ -33,6 +33,11 @@ def sniff_format(raw: bytes) -> str:
     return next((name for magic, name in MAGIC if raw.startswith(magic)), "wav")
 
 
+INLINE_JSON_BYTES = 1 << 20
+"""A request body under this is parsed on the event loop (about a millisecond at most): a thread hop
+would cost as much as the parsing; a larger one (a long clip) is parsed in a worker thread."""
+
+
 def body_limit(max_audio_bytes: int) -> int:
     """The largest request body: the clip in base64 (4 bytes per 3) and 1 MiB for the rest."""
     return 4 * -(-max_audio_bytes // 3) + (1 << 20)
@@ -51,9 +56,9 @@ async def read_json(request, max_bytes: int) -> dict:
         if size > max_bytes:
             raise too_big
         chunks.append(chunk)
-    try:  # a large body (a clip in base64) is parsed off the event loop
+    try:  # a body of a long clip is parsed off the event loop (one of a few MiB: under a millisecond here)
         raw = b"".join(chunks)
-        body = json.loads(raw) if len(raw) < 1 << 16 else await asyncio.to_thread(json.loads, raw)
+        body = json.loads(raw) if len(raw) < INLINE_JSON_BYTES else await asyncio.to_thread(json.loads, raw)
     except ValueError:
         raise Refused(400, "the body is not JSON", "invalid_request_error") from None
     if not isinstance(body, dict):
@@ -133,6 +138,16 @@ class AudioStore:
         self._take(path)
         return path
 
+    def retake(self, path: str | Path) -> bool:
+        """Hold a clip the folder keeps (False when it has deleted it, or it is gone)."""
+        path = Path(path)
+        with self._lock:
+            if path not in self._files or not path.exists():
+                return False
+            self._files.move_to_end(path)
+            self._held[path] += 1
+        return True
+
     def _take(self, path: Path) -> None:
         with self._lock:
             try:
@@ -169,6 +184,8 @@ class AudioStore:
 
     def _trim(self) -> None:
         with self._lock:
+            if self.size <= self.max_bytes:
+                return
             for path in list(self._files):
                 if self.size <= self.max_bytes:
                     break
@@ -180,3 +197,30 @@ class AudioStore:
                     self.deleted += 1
                 except OSError:
                     pass
+
+
+class SentClips:
+    """The clips requests sent inline, by the SHA-256 of their base64 text (and format): the stored
+    file, its bytes and its checked length in seconds.  A conversation sends its clip again with every
+    turn; such a clip is neither decoded, hashed, written nor checked again (hashing the text costs a
+    fifth of decoding it), as long as the clips folder keeps the file (:meth:`AudioStore.retake`).
+    At most ``max_items`` entries, the least recently used dropped."""
+
+    def __init__(self, max_items: int = 4096):
+        from tools.memo import BoundedMemo
+
+        self.memo = BoundedMemo(max_items)
+
+    @staticmethod
+    def key(data: str, fmt: str) -> str | None:
+        """The text's key (None for text that is not ASCII: not base64, decoding refuses it)."""
+        import hashlib
+
+        return f"{hashlib.sha256(data.encode('ascii')).hexdigest()}.{fmt}" if data.isascii() else None
+
+    def get(self, key: str) -> tuple[str, int, float] | None:
+        """(the stored clip's path, its bytes, its seconds) of a clip sent before, or None."""
+        return self.memo.get(key)
+
+    def put(self, key: str, path: str, size: int, seconds: float) -> None:
+        self.memo[key] = (path, size, seconds)

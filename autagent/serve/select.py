@@ -4,8 +4,6 @@ input, the back-off's say)."""
 
 from __future__ import annotations
 
-import asyncio
-
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
@@ -34,11 +32,13 @@ async def _handle(service: Service, body: dict):
             {"type": "input_audio", "input_audio": {"data": body.get("audio"), "format": body.get("format", "wav")}}
         )
     choices = body.get("choices") or []
-    async with service.clip({"messages": [{"role": "user", "content": parts}], "choices": choices}) as query:
-        tools = await asyncio.to_thread(plugin.select, query.audio, query.question, query.choices)
-        probabilities = await asyncio.to_thread(plugin.probabilities, query.audio, query.question, query.choices)
-        reply = {"tools": tools, "probabilities": probabilities, "plugin": plugin.content_hash}
-        if body.get("explain") is True:
-            reply["explain"] = await asyncio.to_thread(plugin.explain, query.audio, query.question, query.choices)
+    explain = body.get("explain") is True
+
+    def choose(query) -> dict:  # in the clip's worker thread
+        asked = (query.audio, query.question, query.choices)
+        reply = {"tools": plugin.select(*asked), "probabilities": plugin.probabilities(*asked)}
+        return reply | {"plugin": plugin.content_hash} | ({"explain": plugin.explain(*asked)} if explain else {})
+
+    reply = await service.on_clip({"messages": [{"role": "user", "content": parts}], "choices": choices}, choose)
     service.metrics.requests.labels("select", "200").inc()
     return JSONResponse(reply)

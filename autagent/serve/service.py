@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from .limits import AudioStore, Refused, body_limit, read_json
+from .limits import AudioStore, Refused, SentClips, body_limit, read_json
 from .options import ServeOptions
 
 
@@ -105,6 +105,7 @@ class Service:
     def __post_init__(self):
         if self.audio_store is None:
             self.audio_store = AudioStore(self.options.audio_dir, self.options.audio_cache_bytes)
+        self.sent_clips = SentClips()
         self.slots = asyncio.Semaphore(self.options.max_concurrency)
         self._stream_pool = None
         self.max_body = body_limit(self.options.max_audio_bytes)
@@ -142,52 +143,112 @@ class Service:
             raise Refused(408, f"the request body did not arrive within {limit:g} s", "timeout_error") from None
 
     @asynccontextmanager
-    async def clip(self, body: dict):
+    async def clip(self, body: dict, then=None):
         """The request's clip (fetched if remote and allowed, checked for size and length), question
-        and choices, the clip held in the bounded clips folder until the block ends (deleted at once
-        when refused); decoding, hashing and writing it run in a worker thread."""
-        query = await self._query(body)
+        and choices, and what ``then(query)`` gives (the plugin's work on them; None without it), as
+        ``(query, result)``; the clip is held in the bounded clips folder until the block ends
+        (deleted at once when refused).  Reading, decoding, hashing, storing and checking the clip
+        and ``then`` run in one worker-thread call (a thread hop costs about what reading a clip
+        sent before does); such a clip, the same base64 text, is not decoded or checked again
+        (:class:`.limits.SentClips`)."""
+        query, result = await self._query(body, then)
         try:
-            yield query
+            yield query, result
         finally:
-            await asyncio.to_thread(self.audio_store.release, query.audio)
+            self.audio_store.release(query.audio)  # a count; a file deleted only when over the bound
 
-    async def _query(self, body: dict):
-        from pathlib import Path
+    async def on_clip(self, body: dict, then):
+        """``then(query)`` on the request's clip (:meth:`clip`), the clip let go once it returns."""
+        async with self.clip(body, then) as (_, result):
+            return result
 
-        from tools.audio import AudioError
-
-        from ..reasoners.chat import BadRequest, read_query
-        from .limits import clip_seconds
+    async def _query(self, body: dict, then):
+        from ..reasoners.chat import BadRequest
         from .remote import fetch, format_of
 
-        options, store = self.options, self.audio_store
-        hold = lambda raw, fmt: store.hold(raw, fmt, options.max_audio_bytes)  # noqa: E731
-        messages, choices = body.get("messages"), body.get("choices")
-        folder, limit = Path(options.audio_dir), options.max_audio_bytes
-        query = await asyncio.to_thread(read_query, messages, choices, folder, limit, hold)
+        options = self.options
+        query, result = await self._worker(self._read, body.get("messages"), body.get("choices"), then)
+        if not query.remote:
+            return query, result
+        if not options.allow_remote_audio:
+            raise BadRequest("remote audio URLs are refused (start the service with --allow-remote-audio)")
+        url = query.remote["url"]
+        raw = await fetch(
+            url, options.max_audio_bytes, options.allow_private_audio_hosts, timeout_s=options.remote_timeout_s
+        )
+        return await self._worker(self._fetched, query, raw, format_of(url, raw), then)
+
+    async def _worker(self, read, *args):
+        """``read(*args)`` in a worker thread; if the request is cancelled meanwhile (the service
+        stopping), the clip it held is let go when it returns."""
+        work = asyncio.ensure_future(asyncio.to_thread(read, *args))
         try:
-            if query.remote:
-                if not options.allow_remote_audio:
-                    raise BadRequest("remote audio URLs are refused (start the service with --allow-remote-audio)")
-                url = query.remote["url"]
-                raw = await fetch(
-                    url, options.max_audio_bytes, options.allow_private_audio_hosts, timeout_s=options.remote_timeout_s
-                )
-                query.audio = str(await asyncio.to_thread(hold, raw, format_of(url, raw)))
-            try:
-                seconds = await asyncio.to_thread(clip_seconds, query.audio, self.max_audio_seconds)
-            except AudioError as err:
-                raise BadRequest(f"the audio cannot be used: {str(err).split(': ', 1)[-1]}") from None
+            return await asyncio.shield(work)
+        except asyncio.CancelledError:
+            work.add_done_callback(self._let_go)
+            raise
+
+    def _let_go(self, work) -> None:
+        if not work.cancelled() and work.exception() is None and work.result()[0].audio:
+            self.audio_store.release(work.result()[0].audio)
+
+    def _read(self, messages, choices, then):
+        """(query, ``then(query)``) of a clip sent in the request (a remote one: the query only)."""
+        from pathlib import Path
+
+        from ..reasoners.chat import read_query
+
+        options, store, sent = self.options, self.audio_store, self.sent_clips
+        folder, limit = Path(options.audio_dir), options.max_audio_bytes
+        hold = lambda raw, fmt: store.hold(raw, fmt, limit)  # noqa: E731
+        found = {}
+
+        def known(data: str, fmt: str):
+            key = found["key"] = sent.key(data, fmt)
+            hit = found["hit"] = sent.get(key) if key else None
+            return hit[:2] if hit else None
+
+        query = read_query(messages, choices, folder, limit, hold, known)
+        if query.remote:
+            return query, None
+        hit = found.get("hit")
+        if hit is not None and not store.retake(hit[0]):  # the folder deleted it meanwhile: read it again
+            hit, query = None, read_query(messages, choices, folder, limit, hold)
+        return self._checked(query, hit[2] if hit else None, found.get("key"), then)
+
+    def _fetched(self, query, raw: bytes, fmt: str, then):
+        query.audio = str(self.audio_store.hold(raw, fmt, self.options.max_audio_bytes))
+        return self._checked(query, None, None, then)
+
+    def _checked(self, query, seconds: float | None, key: str | None, then):
+        """The held clip checked (its length ``seconds`` when known), remembered under ``key``, and
+        ``then(query)``; a refused clip is deleted, the clip let go if ``then`` fails."""
+        from tools.audio import AudioError
+
+        from ..reasoners.chat import BadRequest
+        from .limits import clip_seconds
+
+        store = self.audio_store
+        try:
+            if seconds is None:
+                try:
+                    seconds = clip_seconds(query.audio, self.max_audio_seconds)
+                except AudioError as err:
+                    raise BadRequest(f"the audio cannot be used: {str(err).split(': ', 1)[-1]}") from None
             if seconds > self.max_audio_seconds:
                 hint = " (the tools hear at most that)" if self.max_audio_seconds == self.tools_max_seconds else ""
                 raise BadRequest(f"the audio is longer than {self.max_audio_seconds:g} s{hint}")
         except BaseException:
-            if query.audio:
-                await asyncio.to_thread(store.release, query.audio, True)  # refused: not kept
+            store.release(query.audio, True)  # refused: not kept
             raise
         query.seconds = seconds
-        return query
+        if key is not None:
+            self.sent_clips.put(key, query.audio, query.audio_bytes, seconds)
+        try:
+            return query, then(query) if then is not None else None
+        except BaseException:
+            store.release(query.audio)
+            raise
 
     async def admit(self, request, handler, endpoint: str):
         """``handler(body)`` once admitted (a 429 before anything is read when the service is full), the

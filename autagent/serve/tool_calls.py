@@ -90,7 +90,7 @@ class AgenticChat:
         last_user = max(i for i, m in enumerate(messages) if isinstance(m, dict) and m.get("role") == "user")
         choices = body.get("choices") if anchor == last_user else None
         deadline = self.options.request_timeout_s
-        async with service.clip({"messages": [messages[anchor]], "choices": choices}) as query:
+        async with service.clip({"messages": [messages[anchor]], "choices": choices}) as (query, _):
             try:  # the rounds, the calls and the upstream's answers, within the request's deadline
                 reply = self._reply(body, query, anchor, started, service.metrics, Refused)
                 return await asyncio.wait_for(reply, deadline)
