@@ -20,6 +20,7 @@ import numpy as np
 
 from autagent.config import load_config
 from autagent.pipeline import load_splits, tool_records
+from autagent.policies.router.table import query_order
 from autagent.reasoners import build_reasoner
 from autagent.reasoners.base import ask_with_records
 from rewards.scoring import is_correct
@@ -32,8 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     config = load_config(args.config, {"tools.executor": "local", "logging.progress": False})
     train = load_splits(config).train
-    ids = sorted(s.id for s in train)
-    order = [ids[i] for i in np.random.default_rng(config.table.order_seed).permutation(len(ids))]
+    order = query_order((s.id for s in train), config.table.order_seed)
     by_id = {s.id: s for s in train}
     items = [by_id[i] for i in order if by_id[i].meta.get("tools")][: args.items]
     records = tool_records(config, items)

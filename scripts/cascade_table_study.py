@@ -19,7 +19,7 @@ import numpy as np
 
 from autagent.config import load_config
 from autagent.pipeline import load_splits, tool_records
-from autagent.policies.router.table import AnswerTable, Budget
+from autagent.policies.router.table import AnswerTable, Budget, query_order
 from autagent.reasoners import build_reasoner
 from rewards.scoring import is_correct
 
@@ -32,8 +32,7 @@ def main() -> None:
     config = load_config(args.config, {"tools.executor": "local", "logging.progress": False})
     train = load_splits(config).train
     tools = tuple(config.tools.tool_ids)
-    ids = sorted(s.id for s in train)
-    order = [ids[i] for i in np.random.default_rng(config.table.order_seed).permutation(len(ids))][: args.items]
+    order = query_order((s.id for s in train), config.table.order_seed)[: args.items]
     by_id = {s.id: s for s in train}
     samples = [by_id[i] for i in order]
     records = tool_records(config, samples)

@@ -141,6 +141,14 @@ def ask_within(reasoner, requests: list, budget: Budget) -> list:
     return replies
 
 
+def query_order(ids, order_seed: int) -> list[str]:
+    """The order in which the table's queries enter it: a shuffle of the sorted ids fixed by
+    ``order_seed`` alone (not the run's seed), so that every run and script over one training split
+    asks, and a budget buys, the same queries first."""
+    ids = sorted(ids)
+    return [ids[i] for i in np.random.default_rng(order_seed).permutation(len(ids))]
+
+
 class AnswerTable:
     """(query id, subset) -> (answer, choice scores) for the queries of a run, with the surrogate."""
 
@@ -169,8 +177,7 @@ class AnswerTable:
         queries per call, until the budget is spent (``counts``: see :attr:`TableConfig.budget_counts`).
         A failing reasoner raises after the answers so far are in its cache (a resumed run is served
         them free)."""
-        ids = sorted(self.samples)
-        order = [ids[i] for i in np.random.default_rng(order_seed).permutation(len(ids))]
+        order = query_order(self.samples, order_seed)
         if counts == "used" and budget.limit is not None:  # as many queries as a cold cache would give
             self.incomplete += order[budget.limit // len(self.design) :]
             order = order[: budget.limit // len(self.design)]
