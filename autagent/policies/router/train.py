@@ -207,10 +207,7 @@ class RouterTrainer:
             if cfg.entropy_coef:
                 entropy = self.policy.tool_entropy(feats, cfg.temperature)
                 loss, stats = loss - cfg.entropy_coef * entropy, {**stats, "entropy": entropy.item()}
-            self.optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
-            self.optimizer.step()
+            self._update(loss)
         self.step += 1
         self.counters.steps += 1
         self.counters.naive_reasoner_calls += len(batch) * (cfg.group_size * (1 + per_tool * len(self.tool_ids)) + 1)
@@ -234,6 +231,13 @@ class RouterTrainer:
             **{f"tool_share/{t}": float(c) / draws.shape[0] / draws.shape[1] for t, c in zip(self.tool_ids, calls)},
         }
         return metrics
+
+    def _update(self, loss: torch.Tensor) -> None:
+        """One optimiser step on ``loss`` (gradients clipped), shared by the sampled and the exact objective."""
+        self.optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
+        self.optimizer.step()
 
     def expected_rewards(self) -> torch.Tensor:
         """``[N, 2^T]``: each training query's reward under every subset, from the answer table (the
@@ -264,10 +268,7 @@ class RouterTrainer:
             reference = self.reference.logits(feats)
         for _ in range(cfg.inner_epochs):
             loss, stats = expected_loss(self.policy.logits(feats), reference, rewards, subsets, cfg.beta, mask)
-            self.optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(self.policy.parameters(), cfg.max_grad_norm)
-            self.optimizer.step()
+            self._update(loss)
         self.step += 1
         self.counters.steps += 1
         with torch.no_grad():
