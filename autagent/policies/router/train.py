@@ -295,7 +295,7 @@ class RouterTrainer:
         }
 
     def train(self, resume: bool = False) -> list[dict]:
-        from ...progress import progress as tqdm
+        from ...data.progress import progress as tqdm
 
         if resume:
             self.load_latest()
