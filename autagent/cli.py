@@ -347,7 +347,8 @@ def cmd_plugin_backoff(args) -> int:
 
 def cmd_check_selection(args) -> int:
     from .api import load
-    from .evaluation.selection_check import check, description_selector, load_labelled, per_tool_table, table
+    from .data.labelled import load_labelled
+    from .evaluation.selection_check import check, description_selector, per_tool_table, table
 
     items = load_labelled(args.queries, args.audio_dir)
     selectors, tools = {}, None

@@ -15,10 +15,10 @@ from pathlib import Path
 import torch
 
 from ..api import load
+from ..data.labelled import load_labelled
 from ..plugin.trust import PluginError, file_digest
 from ..policies.router.backoff import Backoff, BackoffConfig
 from ..policies.router.plugin import RouterPlugin, attach_backoff
-from .selection_check import load_labelled
 
 
 def fit_backoff(plugin_dir: str | Path, train, dev, config: BackoffConfig | dict) -> dict:
