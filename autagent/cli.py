@@ -333,8 +333,8 @@ def cmd_plugin_sign(args) -> int:
 
 
 def cmd_plugin_backoff(args) -> int:
-    from .evaluation.backoff_fit import backoff_copy
     from .pipeline import load_splits
+    from .policies.router.backoff_fit import backoff_copy
 
     config = _config(args)
     splits = load_splits(config)
