@@ -333,8 +333,8 @@ def cmd_plugin_sign(args) -> int:
 
 
 def cmd_plugin_backoff(args) -> int:
-    from .evaluation.backoff_fit import backoff_copy
     from .pipeline import load_splits
+    from .policies.router.backoff_fit import backoff_copy
 
     config = _config(args)
     splits = load_splits(config)
@@ -347,7 +347,8 @@ def cmd_plugin_backoff(args) -> int:
 
 def cmd_check_selection(args) -> int:
     from .api import load
-    from .evaluation.selection_check import check, description_selector, load_labelled, per_tool_table, table
+    from .data.labelled import load_labelled
+    from .evaluation.selection_check import check, description_selector, per_tool_table, table
 
     items = load_labelled(args.queries, args.audio_dir)
     selectors, tools = {}, None

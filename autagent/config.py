@@ -21,8 +21,8 @@ from tools.pool import PoolConfig
 
 from .data.config import DataConfig
 from .evaluation.harness import EvalConfig, check_methods
-from .grpo import GRPOConfig
 from .policies import PolicyConfig
+from .policies.grpo import GRPOConfig
 from .policies.router.table import TableConfig
 from .reasoners import ReasonerConfig
 

@@ -389,7 +389,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
             return None
         fit = config.policy.kind == "router" and config.policy.router.backoff and not config.policy.init_from
         if fit:  # fitted on the plugin, not trained (a warm start keeps its source's)
-            from .evaluation.backoff_fit import fit_backoff
+            from .policies.router.backoff_fit import fit_backoff
 
             with phases("back-off fit"):
                 fitted = fit_backoff(plugin_dir, splits.train, splits.dev, config.policy.router.backoff)

@@ -190,7 +190,8 @@ def selection_check(run_dir: Path, spec: dict) -> dict:
     """The run's plugin and Tools-with-Descriptions on the labelled transfer questions
     (:mod:`autagent.evaluation.selection_check`), computed once per run into ``selection_check.json``."""
     from .api import load
-    from .evaluation.selection_check import check, description_selector, load_labelled
+    from .data.labelled import load_labelled
+    from .evaluation.selection_check import check, description_selector
 
     path = run_dir / "selection_check.json"
     if path.exists():

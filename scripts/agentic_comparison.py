@@ -119,7 +119,7 @@ def main(argv=None) -> None:
     from autagent.api import load, run_tools
     from autagent.cli import _overrides
     from autagent.config import load_config
-    from autagent.evaluation.selection_check import load_labelled
+    from autagent.data.labelled import load_labelled
     from autagent.pipeline import load_splits, tool_records
     from autagent.plugin.manifest import read_manifest
     from autagent.policies.baselines import DescriptionSelector

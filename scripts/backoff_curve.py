@@ -22,7 +22,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from autagent.api import load  # noqa: E402
-from autagent.evaluation.selection_check import load_labelled  # noqa: E402
+from autagent.data.labelled import load_labelled  # noqa: E402
 from autagent.policies.router.backoff import OFFSETS, RULES, selection_scores  # noqa: E402
 
 KEYS = ("precision", "recall", "f1", "empty_on_tool_items")

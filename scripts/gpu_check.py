@@ -18,9 +18,10 @@ Runs: ``tiny`` (full fine-tuning, fp32 masters), ``tiny-zero2``, ``2b`` (2.09 B:
 and a 16-layer decoder), ``2b-zero2`` (DeepSpeed ZeRO-2, where installed), ``7b-lora`` (the 8.40 B
 shapes of Qwen2-Audio-7B through ``experiments/paper_qwen2audio_1gpu.yaml``'s LoRA recipe, static KV
 cache, compiled decoding).  Each run is its own process; a run that fails is recorded with its error.
-Results go to ``docs/gpu_check.json`` (merged by run) and to the table between the gpu-check markers
-in docs/cluster.md.  Without CUDA it prints one line and exits 0.  ``--device cpu`` runs the same
-code on the CPU without memory figures (the plumbing test, ``tests/test_gpu_check.py``).
+Results go to ``autagent/policies/lm/plan/gpu_check.json`` (merged by run; package data: the plan reads
+it) and to the table between the gpu-check markers in docs/cluster.md.  Without CUDA it prints one line
+and exits 0.  ``--device cpu`` runs the same code on the CPU without memory figures (the plumbing test,
+``tests/test_gpu_check.py``).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-RESULTS = ROOT / "docs" / "gpu_check.json"
+from autagent.policies.lm.plan.terms import GPU_CHECK_RUNS as RESULTS  # noqa: E402
+
 DOC = ROOT / "docs" / "cluster.md"
 BEGIN, END = "<!-- gpu-check:begin -->", "<!-- gpu-check:end -->"
 SIX = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
@@ -496,7 +498,8 @@ def markdown(results: dict, commit: str) -> str:
 
 
 def publish(results: dict, commit: str | None = None) -> None:
-    """Merge into docs/gpu_check.json and rewrite the table between the markers of docs/cluster.md."""
+    """Merge into the runs on record (:data:`RESULTS`) and rewrite the table between the markers of
+    docs/cluster.md."""
     merged = json.loads(RESULTS.read_text()) if RESULTS.exists() else {}
     merged.update(results)
     RESULTS.write_text(json.dumps(merged, indent=2) + "\n")
@@ -522,7 +525,7 @@ def main(argv=None) -> int:
     parser.add_argument("--no-publish", action="store_true", help="print the results, write nothing")
     parser.add_argument("--run-timeout", type=float, default=540.0, help="seconds a run may take, then failed")
     parser.add_argument("--commit", help="the commit measured, for the table (a copied tree may have no git)")
-    parser.add_argument("--replan", action="store_true", help="no GPU: recompute docs/gpu_check.json's plan figures")
+    parser.add_argument("--replan", action="store_true", help="no GPU: recompute the runs on record's plan figures")
     args = parser.parse_args(argv)
     import torch
 

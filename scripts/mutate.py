@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 TARGETS = {
     "rewards/__init__.py": ["tests/test_scoring_rewards.py"],
     "rewards/scoring.py": ["tests/test_scoring_rewards.py"],
-    "autagent/grpo.py": ["tests/test_grpo.py"],
+    "autagent/policies/grpo.py": ["tests/test_grpo.py"],
     "autagent/plugin/trust.py": ["tests/test_plugin.py"],
 }
 COMPARE = {

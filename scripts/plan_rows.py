@@ -2,9 +2,10 @@
 """The memory plan against every GPU run on record: the measured rows, the plan's figure for each, the
 fitted terms refitted from them, and the misses in-sample and with each run left out.
 
-The measured rows are generated, never typed: from ``docs/gpu_check.json`` (``make gpu-check``'s runs,
-each with the settings and the runtime it recorded, or for the runs at 5def832, which recorded
-neither, gpu_check's settings and :data:`autagent.policies.lm.plan.arithmetic.BEFORE_MERGED_SAMPLING`) and from
+The measured rows are generated, never typed: from ``autagent/policies/lm/plan/gpu_check.json``
+(``make gpu-check``'s runs, each with the settings and the runtime it recorded, or for the runs at
+5def832, which recorded neither, gpu_check's settings and
+:data:`autagent.policies.lm.plan.arithmetic.BEFORE_MERGED_SAMPLING`) and from
 ``tests/data/issue33_h100.md`` (issue #33's table, cut from ``issues show 33`` unchanged: main
 64bb085 on one H100).  Each row is planned with its run's settings as a run config.
 
@@ -85,7 +86,7 @@ def gpu_check():
 
 
 def gpu_check_runs(records: dict | None = None) -> list[Run]:
-    """The compared runs of docs/gpu_check.json (the tiny ones sit below the allocator's granularity)."""
+    """The compared runs of gpu_check.json (the tiny ones sit below the allocator's granularity)."""
     from autagent.policies.lm.plan.arithmetic import BEFORE_MERGED_SAMPLING, Runtime
 
     check = gpu_check()
@@ -100,7 +101,7 @@ def gpu_check_runs(records: dict | None = None) -> list[Run]:
         phases = {(int(key.split("/")[0]), key.split("/")[1]): figures for key, figures in record["phases"].items()}
         tokens = max(t["prompt_tokens"] for t in record["rollouts"])
         deepspeed = bool(config.policy.lm.deepspeed)
-        source = f"docs/gpu_check.json at {record.get('commit') or '?'}"
+        source = f"gpu_check.json at {record.get('commit') or '?'}"
         out.append(Run(name, config, tokens, runtime, deepspeed, source, phases))
     return out
 

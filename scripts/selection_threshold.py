@@ -31,8 +31,9 @@ def main(argv=None) -> None:
 
     from autagent.api import load
     from autagent.config import load_config
+    from autagent.data.labelled import load_labelled
     from autagent.evaluation.harness import run_method
-    from autagent.evaluation.selection_check import load_labelled, score
+    from autagent.evaluation.selection_check import score
     from autagent.pipeline import load_splits, tool_records
     from autagent.reasoners import build_reasoner
 

@@ -11,7 +11,7 @@ import yaml
 
 from autagent.cli import main
 from autagent.data.sample import Sample
-from autagent.grpo import GRPOConfig
+from autagent.policies.grpo import GRPOConfig
 from autagent.policies.router.crossval import CrossValConfig, cross_validate
 from autagent.policies.router.exact import expected_loss, subset_matrix
 from autagent.policies.router.model import Router, RouterConfig

@@ -5,7 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from autagent.grpo import GRPOConfig, advantages, clipped_surrogate, group_advantages, grpo_loss, kl_to_reference
+from autagent.policies.grpo import (
+    GRPOConfig,
+    advantages,
+    clipped_surrogate,
+    group_advantages,
+    grpo_loss,
+    kl_to_reference,
+)
 from rewards import binary_reward, differential_reward
 
 CHOICES = ["yes", "no"]

@@ -197,9 +197,9 @@ def test_an_lm_plugin_loads_on_a_device_in_its_dtype_and_selects_in_batches(tiny
 
 def test_trl_gets_our_advantage_estimator_and_its_loss_is_our_grpo_loss(tiny_bench, tmp_path):
     """A = r reaches TRL unchanged (no group mean), and the loss TRL computes on each captured batch
-    equals :func:`autagent.grpo.grpo_loss` on the same log-probabilities, old and reference
+    equals :func:`autagent.policies.grpo.grpo_loss` on the same log-probabilities, old and reference
     log-probabilities, advantages and completion mask (two inner epochs, so the ratio moves; β > 0)."""
-    from autagent.grpo import grpo_loss
+    from autagent.policies.grpo import grpo_loss
 
     seen = []
 

@@ -1,10 +1,10 @@
 """The memory plan against every GPU run on record (``scripts/plan_rows.py`` generates the measured rows from
-docs/gpu_check.json and issue #33's table, cut unchanged into tests/data/issue33_h100.md): each phase at or above
-its measured peak and at most 8 % above it; every item counted from the code or fitted, the fitted values those
-the records give, and refitted without each run in turn still at or above that run; the measured headroom in the
-verdict; the item that overflows and the nearest settings that fit, ``autagent plan --prompt-tokens
---gpu-memory``, ``autagent train`` refusing on CUDA what will not fit, and the shipped paper configs fitting
-80 GB cards."""
+autagent/policies/lm/plan/gpu_check.json and issue #33's table, cut unchanged into tests/data/issue33_h100.md):
+each phase at or above its measured peak and at most 8 % above it; every item counted from the code or fitted,
+the fitted values those the records give, and refitted without each run in turn still at or above that run; the
+measured headroom in the verdict; the item that overflows and the nearest settings that fit, ``autagent plan
+--prompt-tokens --gpu-memory``, ``autagent train`` refusing on CUDA what will not fit, and the shipped paper
+configs fitting 80 GB cards."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ import torch
 
 from autagent.config import load_config
 from autagent.policies.lm.plan.arithmetic import GB, MAIN_64BB085, PHASES, plan_of, plan_training, setup_of
-from autagent.policies.lm.plan.terms import COUNTED, FITTED, MARGIN_GB, headroom
+from autagent.policies.lm.plan.terms import COUNTED, FITTED, GPU_CHECK_RUNS, MARGIN_GB, headroom
 
 ROOT = Path(__file__).resolve().parent.parent
 SHIPPED = [
@@ -49,7 +49,7 @@ def runs(rows):
 
 def test_the_measured_rows_are_read_from_the_records_not_typed(rows):
     """Issue #33's table as the issue wrote it: a cell's step where it names one, else the run's last; every
-    compared phase of docs/gpu_check.json."""
+    compared phase of gpu_check.json."""
     small, big = rows.issue33_runs()
     assert (small.name, big.name) == ("issue33-2.09B", "issue33-8.40B")
     assert {k: v["measured_gb"] for k, v in small.phases.items()} == {
@@ -63,7 +63,7 @@ def test_the_measured_rows_are_read_from_the_records_not_typed(rows):
     assert set(big.phases) == {(1, phase) for phase in PHASES} and big.phases[(1, "optimizer")]["measured_gb"] == 67.29
     assert small.config.grpo.beta == 0.04 and big.config.grpo.beta == 0 and small.runtime == MAIN_64BB085
     assert small.setup.arch.parameters < 2.1e9 < 8.3e9 < big.setup.arch.parameters
-    records = json.loads((ROOT / "docs" / "gpu_check.json").read_text())
+    records = json.loads(GPU_CHECK_RUNS.read_text())
     compared = {n: r for n, r in records.items() if r.get("phases") and not n.startswith("tiny")}
     measured = {run.name: run for run in rows.gpu_check_runs()}
     assert set(measured) == set(compared)

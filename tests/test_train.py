@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from autagent.grpo import GRPOConfig
+from autagent.policies.grpo import GRPOConfig
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
 from autagent.policies.router.train import RouterTrainer

@@ -275,8 +275,9 @@ def test_a_plugin_with_a_backoff_selects_familiar_queries_as_before_and_explains
 
 
 def test_check_selection_counts_empty_selections_and_each_tools_calls():
+    from autagent.data.labelled import Labelled
     from autagent.data.sample import Sample
-    from autagent.evaluation.selection_check import Labelled, per_tool_table, score, table
+    from autagent.evaluation.selection_check import per_tool_table, score, table
 
     def item(i, tools):
         return Labelled(Sample(id=str(i), audio="", question="q", choices=("a", "b"), answer="a"), tools)

@@ -292,7 +292,7 @@ def evaluate(
 ) -> tuple[dict, dict[str, MethodResult]]:
     """Run ``methods`` and return (the ``methods`` block of metrics.json, raw results by name); the
     agentic methods need ``agentic`` (the loop's caller)."""
-    from ..progress import progress as tqdm
+    from ..data.progress import progress as tqdm
 
     tool_ids = tuple(tool_ids)
     check_methods(methods, tool_ids)

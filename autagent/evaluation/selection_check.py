@@ -4,8 +4,8 @@ A labelled set (``experiments/transfer/questions.jsonl``: real questions and cho
 audio-QA benchmarks other than MMAU and MMAR, each hand-labelled with the tools whose output would
 reveal the answer, none allowed) is run through a plugin's selection and through the untrained
 Tools-with-Descriptions selector, over stand-in audio of each item's domain (speech, music, a sound,
-a mixture) made here.  It measures transfer; it never teaches: nothing reads these texts for training
-or for the benchmark generator.
+a mixture), made and loaded with the labels by :mod:`autagent.data.labelled`.  It measures transfer; it
+never teaches: nothing reads these texts for training or for the benchmark generator.
 
 Per selector, over (item, tool) pairs: precision (called tools that were labelled), recall (labelled
 tools that were called), F1, calls per item, the share of the items labelled with no tool on which
@@ -19,86 +19,7 @@ set's).
 
 from __future__ import annotations
 
-import hashlib
-import json
-from dataclasses import dataclass
-from pathlib import Path
-
-from ..data.sample import Sample
-
-DOMAINS = ("speech", "music", "sound", "mixed")
-STAND_INS = 3
-"""Stand-in clips per domain; an item takes one by a hash of its id."""
-SENTENCES = (
-    "The committee will meet again after the holidays.",
-    "Could somebody please open the back door for me?",
-    "I think the parcel arrived on Tuesday afternoon.",
-)
-
-
-@dataclass(frozen=True)
-class Labelled:
-    sample: Sample
-    tools: tuple[str, ...]
-
-
-def load_labelled(path: str | Path, audio_folder: str | Path) -> list[Labelled]:
-    """The labelled questions, each with a stand-in clip of its domain (made once into ``audio_folder``)."""
-    path = Path(path)
-    clips = stand_in_clips(Path(audio_folder))
-    items = []
-    for line_no, line in enumerate(path.read_text().splitlines(), 1):
-        if not line.strip():
-            continue
-        row = json.loads(line)
-        domain = row["domain"] if row["domain"] in DOMAINS else "mixed"
-        pick = int(hashlib.sha256(str(row["id"]).encode()).hexdigest(), 16) % STAND_INS
-        sample = Sample(
-            id=str(row["id"]),
-            audio=str(clips[domain][pick]),
-            question=row["question"],
-            choices=tuple(row["choices"]),
-            answer=row.get("answer") or row["choices"][0],
-            domain=domain,
-            category=row.get("benchmark", ""),
-            meta={"row": line_no},
-        )
-        items.append(Labelled(sample, tuple(row["tools"])))
-    return items
-
-
-def stand_in(domain: str, k: int):
-    """The ``k``-th stand-in clip of a domain, synthesised here (espeak-ng, fluidsynth, noise): audio of
-    the right kind for the router's audio features, nothing more."""
-    import numpy as np
-
-    from ..data import synth
-
-    rng = np.random.default_rng(1000 + k)
-    voice = ("en-us", "en", "en-gb")[k % 3]
-    if domain == "speech":
-        return synth.speech(SENTENCES[k % 3], voice=voice, rate=150 + 10 * k)
-    if domain == "music":
-        notes = [(0.5 * i, 0.5 * i + 0.45, 55 + 2 * k + [0, 4, 7, 12, 7, 4, 0, 5][i], 100) for i in range(8)]
-        return synth.render_midi(notes, program=(0, 24, 40)[k % 3], duration=4.0)
-    if domain == "sound":
-        return (synth.rain, synth.engine, synth.footsteps)[k % 3](4.0, rng)
-    return synth.mix(synth.fit(synth.speech(SENTENCES[k % 3], voice=voice), 4.0), synth.rain(4.0, rng), 10.0)
-
-
-def stand_in_clips(folder: Path) -> dict[str, list[Path]]:
-    """``STAND_INS`` clips per domain in ``folder``, made once."""
-    from ..data import synth
-
-    folder.mkdir(parents=True, exist_ok=True)
-    made: dict[str, list[Path]] = {d: [] for d in DOMAINS}
-    for domain in DOMAINS:
-        for k in range(STAND_INS):
-            path = folder / f"{domain}-{k}.wav"
-            if not path.exists():
-                synth.write_wav(path, synth.normalise(stand_in(domain, k)))
-            made[domain].append(path)
-    return made
+from ..data.labelled import Labelled
 
 
 def score(items: list[Labelled], subsets: list[tuple[str, ...]], optional=()) -> dict:

@@ -1,7 +1,7 @@
 """Tool-selection policies: the ``router`` (the embedded default) and the paper's ``lm`` agent.
 
 Both sample tool subsets for a query, select greedily, train with GRPO on the same advantage code
-(:mod:`autagent.grpo`) and export a plugin in the shared format (:mod:`autagent.plugin.manifest`),
+(:mod:`.grpo`) and export a plugin in the shared format (:mod:`autagent.plugin.manifest`),
 with what :func:`export_fields` takes from the run.
 :mod:`.baselines` holds the untrained selectors of the paper's baselines.
 """

@@ -174,7 +174,7 @@ def _make_one(args) -> dict:
 
 def generate(config: EmbeddedBenchmarkConfig, progress: bool = True) -> dict[str, Path]:
     """Write ``<root>/<split>.json`` (MMAU format) and the audio; idempotent for a given config."""
-    from ...progress import progress as tqdm
+    from ..progress import progress as tqdm
 
     root = Path(config.root)
     kinds = list(config.kinds) or list(KINDS)

@@ -5,7 +5,7 @@ Three things TRL does not do, each a small override:
 * audio: the Qwen2-Audio features travel with the batch and are given to every log-probability
   pass (policy, old and reference);
 * the advantage estimator: TRL always subtracts the group mean, which makes the differential and
-  the binary reward identical; the advantages are recomputed with :func:`autagent.grpo.advantages`
+  the binary reward identical; the advantages are recomputed with :func:`autagent.policies.grpo.advantages`
   under ``grpo.advantage`` (the router's estimators, the same code);
 * constrained decoding: when generation was masked by the answer grammar, every log-probability
   is computed under that same mask (:func:`.rollout.masked_logps`), so ratios and KL compare the
@@ -26,7 +26,7 @@ def trainer_class():
     import torch
     from trl import GRPOTrainer
 
-    from ...grpo import advantages as estimate_advantages
+    from ..grpo import advantages as estimate_advantages
     from .trl_contract import check
 
     check(GRPOTrainer)  # the private methods overridden below, as this code expects them (trl_contract.OVERRIDDEN)

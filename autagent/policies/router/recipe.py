@@ -19,7 +19,7 @@ import torch
 
 from tools import get_tool
 
-from ...progress import progress as tqdm
+from ...data.progress import progress as tqdm
 from .. import export_fields
 from .crossval import apply, candidates, cross_validate
 from .ensemble import RouterEnsemble

@@ -31,7 +31,7 @@ from rewards import get_reward
 from rewards.scoring import is_correct
 
 from ...data.sample import Sample
-from ...grpo import GRPOConfig, advantages, grpo_loss
+from ..grpo import GRPOConfig, advantages, grpo_loss
 from .model import Router, drop_inputs, subset_ids
 
 
@@ -295,7 +295,7 @@ class RouterTrainer:
         }
 
     def train(self, resume: bool = False) -> list[dict]:
-        from ...progress import progress as tqdm
+        from ...data.progress import progress as tqdm
 
         if resume:
             self.load_latest()

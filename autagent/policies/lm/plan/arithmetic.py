@@ -59,7 +59,7 @@ class Runtime:
 CURRENT = Runtime()
 MAIN_64BB085 = Runtime(bf16_masters=False, lora_merged_sampling=False)
 BEFORE_MERGED_SAMPLING = Runtime(lora_merged_sampling=False)
-"""The code ``make gpu-check`` ran at 5def832 (docs/gpu_check.json's runs that record no runtime)."""
+"""The code ``make gpu-check`` ran at 5def832 (gpu_check.json's runs that record no runtime)."""
 HEAD_TILE = 4096
 """Tokens a tile of TRL's fused LM head projects at once (``kernels/chunked_logprob.TOKEN_CHUNK_SIZE``)."""
 MERGE_BYTES = 14

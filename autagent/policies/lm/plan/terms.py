@@ -84,7 +84,7 @@ class Fitted:
     rows: str
     """The measured rows it is fitted on."""
     runs: tuple
-    """The runs on record it was fitted on (run names of docs/gpu_check.json and issue #33's)."""
+    """The runs on record it was fitted on (run names of :data:`GPU_CHECK_RUNS` and issue #33's)."""
     why: str
     """What it stands for, and why it is not counted."""
 
@@ -135,14 +135,20 @@ class Headroom:
     measured: bool
 
 
+GPU_CHECK_RUNS = Path(__file__).with_name("gpu_check.json")
+"""The GPU runs on record: ``make gpu-check`` (``scripts/gpu_check.py``) merges each run into it.  Package
+data, so that an installed plugin plans with the same headroom as the checkout."""
+
+
 @functools.lru_cache(maxsize=1)
 def headroom(records_json: str | None = None) -> Headroom:
     """The headroom the verdict keeps: the largest ``card_gb - measured_gb`` over every phase ``make
-    gpu-check`` recorded both for (``docs/gpu_check.json``, or ``records_json``: its text), else the
+    gpu-check`` recorded both for (:data:`GPU_CHECK_RUNS`, or ``records_json``: its text), else the
     assumed 2 GB (the runs on record before this code measured only ``max_memory_allocated``)."""
     if records_json is None:
-        path = Path(__file__).resolve().parents[4] / "docs" / "gpu_check.json"  # the checkout's docs/
-        records_json = path.read_text() if path.exists() else "{}"
+        if not GPU_CHECK_RUNS.is_file():
+            raise FileNotFoundError(f"{GPU_CHECK_RUNS}: the GPU runs on record are missing (package data of autagent)")
+        records_json = GPU_CHECK_RUNS.read_text()
     worst = None
     for name, record in json.loads(records_json).items():
         card = (record.get("floor_ms") or {}).get("card", "a GPU")

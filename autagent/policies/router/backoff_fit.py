@@ -1,4 +1,4 @@
-"""Fitting a router plugin's back-off after training (:mod:`autagent.policies.router.backoff`).
+"""Fitting a router plugin's back-off after training (:mod:`.backoff`).
 
 Nothing is retrained: from the plugin, its training and dev queries (the familiarity banks and cuts of
 the question and the choices) and phrasings written for calibration and held out of everything else
@@ -14,20 +14,18 @@ from pathlib import Path
 
 import torch
 
-from ..api import load
-from ..plugin.trust import PluginError, file_digest
-from ..policies.router.backoff import Backoff, BackoffConfig
-from ..policies.router.plugin import RouterPlugin, attach_backoff
-from .selection_check import load_labelled
+from ...data.labelled import load_labelled
+from ...plugin.manifest import check_tools, read_manifest
+from ...plugin.trust import PluginError, file_digest
+from .backoff import Backoff, BackoffConfig
+from .plugin import RouterPlugin, attach_backoff, check_encoders
 
 
 def fit_backoff(plugin_dir: str | Path, train, dev, config: BackoffConfig | dict) -> dict:
     """Fit and attach the back-off to the router plugin in ``plugin_dir`` (in place) from the ``train``
     and ``dev`` samples it trained with and ``config.calibration``; returns what it fitted."""
     config = config if isinstance(config, BackoffConfig) else BackoffConfig(**config)
-    plugin = load(plugin_dir)
-    if not isinstance(plugin, RouterPlugin):
-        raise PluginError(f"{plugin_dir}: a back-off is for router plugins")
+    plugin = open_router(plugin_dir)
     featurizer, descriptions = plugin.featurizer, plugin.descriptions
     backoff = Backoff(featurizer.columns, descriptions.shape[1], config)
     cuts = backoff.fit_familiarity(
@@ -64,10 +62,26 @@ def backoff_copy(source: str | Path, out: str | Path, train, dev, config: Backof
     out = Path(out)
     if out.exists():
         raise FileExistsError(f"{out} already exists: name a new folder for the plugin with a back-off")
-    load(source)  # refuse a bad plugin before copying it
+    open_router(source)  # refuse a bad plugin before copying it
     shutil.copytree(source, out)
     try:
         return fit_backoff(out, train, dev, config)
     except BaseException:
         shutil.rmtree(out, ignore_errors=True)  # no half-made plugin is left behind
         raise
+
+
+def open_router(directory: str | Path) -> RouterPlugin:
+    """The router plugin in ``directory``, checked as :func:`autagent.api.load` checks any plugin (its
+    hashes and signature, its tools installed here, the encoders it trained on); that loader stands
+    above the policies, this one in the router's own room."""
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    if manifest.get("policy") != "router":
+        raise PluginError(f"{directory}: a back-off is for router plugins, this one is {manifest.get('policy')!r}")
+    try:
+        check_tools(manifest)
+        check_encoders(manifest)
+        return RouterPlugin(directory, manifest)
+    except (KeyError, TypeError, ValueError) as err:  # a signed-off manifest whose fields have the wrong shape
+        raise PluginError(f"{directory}: manifest field {err} is missing or malformed") from err
