@@ -1,4 +1,4 @@
-"""``autagent`` command line: tools, data, train, eval, select, answer, plugin, sweep, report.
+"""``autagent`` command line: every subcommand (``autagent --help`` lists them).
 
 Every error a user can cause (a bad config, dataset, clip, plugin or key) ends in one line
 ``autagent: error: ...`` naming the file, row or field, and exit code 2; never a traceback.
@@ -69,13 +69,17 @@ def cmd_tools_run(args) -> int:
     from tools import parse_tool_list
     from tools.pool import ToolPool
 
+    from .oneoff import check_clip
+
     config = _config(args)
+    audio = check_clip(args.audio, config.tools.max_seconds)  # a bad clip or tool id: one line, before Ray starts
+    tools = parse_tool_list(args.tools, config.tools.tool_ids)
     if args.executor:
         config.tools.executor = args.executor
     if args.no_cache:
         config.tools.cache_dir = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"autagent-nocache-{os.getpid()}")
     pool = ToolPool(config.tools)
-    records = pool.run(args.audio, parse_tool_list(args.tools, config.tools.tool_ids))
+    records = pool.run(audio, tools)
     _print(list(records.values()))
     return 1 if all("error" in r for r in records.values()) else 0
 
@@ -222,7 +226,10 @@ def cmd_adapt(args) -> int:
 
 def cmd_eval(args) -> int:
     from .pipeline import run_eval
+    from .plugin.manifest import read_manifest
 
+    if args.plugin:  # a folder that is no plugin, or not the pinned one: refused before the data and the tools
+        read_manifest(args.plugin, args.plugin_sha256)
     config = _config(args)
     if args.dataset:
         config.data.test = args.dataset
@@ -248,58 +255,20 @@ def _print_summary(metrics: dict) -> None:
 
 
 def cmd_select(args) -> int:
-    from .api import load
+    from .oneoff import run_select
 
-    plugin = load(args.plugin, tools_profile=args.profile, expected_sha256=args.plugin_sha256)
-    choices = tuple(args.choices or ())
-    reply = {"tools": plugin.select(args.audio, args.question, choices)}
-    if hasattr(plugin, "probabilities"):  # the router has per-tool probabilities; the LM writes a list
-        reply["probabilities"] = plugin.probabilities(args.audio, args.question, choices)
-    if args.explain and hasattr(plugin, "explain"):  # unfamiliar inputs; per tool, who decided (the router)
-        reply["explain"] = plugin.explain(args.audio, args.question, choices)
-    print(json.dumps(reply))
-    return 0
+    return run_select(args)
 
 
 def cmd_answer(args) -> int:
-    from tools.pool import ToolPool
+    from .oneoff import check_choices, check_clip, run_answer
 
-    from .api import load, run_tools
-    from .data.sample import Sample
-    from .plugin.manifest import read_manifest
-    from .reasoners import build_reasoner
-
+    audio, choices = check_clip(args.audio), check_choices(args.choices, required=True)  # before any start-up
     config = _config(args)
     config.reasoner.kind = args.reasoner
-    config.tools, extra = run_tools(config.tools, read_manifest(args.plugin, args.plugin_sha256))
-    plugin = load(
-        args.plugin,
-        tools_profile=config.tools.profile,
-        tool_settings=config.tools.settings,
-        expected_sha256=args.plugin_sha256,
-        extra_tools=extra,
-    )
-    sample = Sample(
-        id="cli",
-        audio=str(Path(args.audio).resolve()),
-        question=args.question,
-        choices=tuple(args.choices),
-        answer=args.choices[0],
-    )
-    tools = plugin.select(sample.audio, sample.question, sample.choices)
-    records = list(ToolPool(config.tools).run(sample.audio, tools).values()) if tools else None
-    reasoner = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
-    try:
-        (reply,) = reasoner.ask([(sample, records)])
-    finally:
-        reasoner.close()
-    out = {"tools": tools, "records": records or [], "answer": reply.text}
-    if reply.error:
-        out["error"] = reply.error
-    if reply.note:  # e.g. records cut to fit the cascade model's context
-        out["note"] = reply.note
-    print(json.dumps(out, ensure_ascii=False))
-    return 0 if reply.error is None else 1
+    if not args.config and not any(s.startswith("tools.executor=") for s in args.set or []):
+        config.tools.executor = "local"  # one clip: its tools in process, no Ray cluster to start
+    return run_answer(args, config, audio, choices)
 
 
 def cmd_plugin_verify(args) -> int:
@@ -348,7 +317,10 @@ def cmd_plugin_backoff(args) -> int:
 def cmd_check_selection(args) -> int:
     from .api import load
     from .evaluation.selection_check import check, description_selector, load_labelled, per_tool_table, table
+    from .plugin.manifest import read_manifest
 
+    for path in args.plugin:  # a folder that is no plugin is refused before the stand-in clips are made
+        read_manifest(path)
     items = load_labelled(args.queries, args.audio_dir)
     selectors, tools = {}, None
     for path in args.plugin:
@@ -445,16 +417,30 @@ class Parser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
+CHOICES_HELP = "the answer choices, each one argument: --choices '90 BPM' '120 BPM'"
+
+
 def build_parser() -> argparse.ArgumentParser:
     from .serve.options import add_flags
 
-    parser = Parser(prog="autagent", description=__doc__.splitlines()[0])
+    parser = Parser(prog="autagent")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_config(p):
         p.add_argument("--config", help="experiment YAML (default: the embedded defaults)")
         p.add_argument(
             "--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. grpo.steps=50"
+        )
+        return p
+
+    def with_query(p, required: bool):
+        p.add_argument("--plugin", required=True, metavar="DIR", help="a plugin folder (make train writes one)")
+        p.add_argument("--audio", required=required, metavar="CLIP", help="the clip: wav, flac, mp3, ogg ...")
+        p.add_argument("--question", required=required, help="the question asked about the clip")
+        p.add_argument(
+            "--profile",
+            choices=["embedded", "cluster"],
+            help="the tools' backends: embedded (offline, CPU) or cluster (the paper's); default the plugin's",
         )
         return p
 
@@ -511,22 +497,34 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--plugin", help="a trained plugin directory")
     ev.set_defaults(func=cmd_eval)
 
-    sel = with_pin(sub.add_parser("select", help="a plugin's tool choice for one clip and question (JSON)"))
-    sel.add_argument("--plugin", required=True)
-    sel.add_argument("--audio", required=True)
-    sel.add_argument("--question", required=True)
-    sel.add_argument("--choices", nargs="*", help="the answer choices (the router reads them)")
-    sel.add_argument("--profile", choices=["embedded", "cluster"])
-    sel.add_argument("--explain", action="store_true", help="per tool: probabilities, unfamiliar input, back-off")
+    sel = with_pin(
+        sub.add_parser(
+            "select",
+            help="a plugin's tool choice for a clip and question (JSON; --explain: why, as a table)",
+            description="Load a plugin and print the tools it calls for a clip and question, with the "
+            "probability that decided each. --explain says which part decided each tool (the router, the "
+            "back-off on wording unlike training, the zero-shot head for a tool added after training); "
+            "--batch runs many clips in one load.",
+        )
+    )
+    with_query(sel, required=False)
+    sel.add_argument("--choices", nargs="+", metavar="CHOICE", help=CHOICES_HELP + " (optional: the router reads them)")
+    sel.add_argument(
+        "--batch",
+        metavar="FILE|DIR",
+        help="many clips in one load: a JSONL or JSON-list file of {audio, question, choices}, or a folder of "
+        "clips asked --question; prints one JSON line per clip",
+    )
+    sel.add_argument("--explain", action="store_true", help="per tool: who decided and with what probability")
+    sel.add_argument("--json", action="store_true", help="with --explain: JSON instead of the table")
     sel.set_defaults(func=cmd_select)
 
     ans = with_pin(with_config(sub.add_parser("answer", help="select tools with a plugin, run them, ask a reasoner")))
-    ans.add_argument("--plugin", required=True)
+    with_query(ans, required=True)
+    ans.add_argument(
+        "--choices", nargs="+", metavar="CHOICE", required=True, help=CHOICES_HELP + " (the reasoner picks one)"
+    )
     ans.add_argument("--reasoner", default="embedded", choices=["embedded", "qwen2-audio", "openai", "cascade"])
-    ans.add_argument("--audio", required=True)
-    ans.add_argument("--question", required=True)
-    ans.add_argument("--choices", nargs="+", required=True)
-    ans.add_argument("--profile", choices=["embedded", "cluster"])
     ans.set_defaults(func=cmd_answer)
 
     plugin = sub.add_parser("plugin", help="check or sign a plugin").add_subparsers(
@@ -611,7 +609,29 @@ def build_parser() -> argparse.ArgumentParser:
     tab.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 naming each table that differs")
     tab.add_argument("--root", default=".", help="the checkout (default: here)")
     tab.set_defaults(func=cmd_report)
+    parser.description = (
+        "AuTAgent: learn when and which acoustic tools to call for an audio question (a tool-selection policy "
+        f"trained with GRPO, exported as a plugin). Commands: {', '.join(sub.choices)}. Each has --help."
+    )
     return parser
+
+
+USER_ERRORS = (
+    ("autagent.config", "ConfigError"),
+    ("autagent.data.loaders", "DatasetError"),
+    ("autagent.oneoff", "UsageError"),
+    ("autagent.plugin.trust", "PluginError"),
+    ("autagent.reasoners.base", "ReasonerFailing"),
+    ("tools.audio", "AudioError"),
+    ("tools.registry", "ToolRegistryError"),
+)
+"""The errors a user causes, by module: looked up only in the modules a command imported, so a command
+that fails on its input (a missing clip) has imported nothing heavy (torch, Ray) by then."""
+
+
+def _user_error(err: BaseException) -> bool:
+    classes = [getattr(sys.modules[module], name) for module, name in USER_ERRORS if module in sys.modules]
+    return isinstance(err, (*classes, FileExistsError, FileNotFoundError))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -619,34 +639,19 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
-    from tools.audio import AudioError
-    from tools.registry import ToolRegistryError
-
-    from .config import ConfigError
-    from .data.loaders import DatasetError
-    from .plugin.trust import PluginError
-    from .reasoners.base import ReasonerFailing
-
     try:
         return args.func(args)
-    except (
-        ConfigError,
-        DatasetError,
-        ReasonerFailing,
-        PluginError,
-        AudioError,
-        ToolRegistryError,
-        FileExistsError,
-        FileNotFoundError,
-    ) as err:
-        print(f"autagent: error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:  # a full disk, a permission: say what and where, keep what was written
-        print(f"autagent: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("autagent: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:
+        if _user_error(err):
+            print(f"autagent: error: {err}", file=sys.stderr)
+            return 2
+        if isinstance(err, OSError):  # a full disk, a permission: say what and where, keep what was written
+            print(f"autagent: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":

@@ -207,7 +207,9 @@ def test_the_backoff_calls_the_tool_unfamiliar_words_point_to_where_the_silent_r
         assert [t for t, on in zip(FIVE, parts.selection[row]) if on] == [tool]
         why = parts.explain(row, list(FIVE), 0.0, "fill")
         assert why["tools"][tool]["called"] and why["tools"][tool]["backoff_decided"]
-        assert why["unfamiliar_inputs"] and why["tools"][tool]["probability"] < 0.5
+        assert why["unfamiliar_inputs"] and why["tools"][tool]["router_probability"] < 0.5
+        # the probability shown is the one that decided: the head's, above one half where the tool is called
+        assert why["tools"][tool]["decided_by"] == "back-off" and why["tools"][tool]["probability"] > 0.5
 
 
 def test_familiar_queries_keep_the_routers_selection_bit_for_bit_under_either_rule(featurizer):
@@ -240,7 +242,9 @@ def test_calibration_sets_the_offset_with_the_best_f1_and_the_lowest_on_a_tie():
     assert len(result["curve"]) == 33 and result["curve"][0]["f1"] == 0.0
 
 
-def test_a_plugin_with_a_backoff_selects_familiar_queries_as_before_and_explains_why(featurizer, tmp_path, capsys):
+def test_a_plugin_with_a_backoff_selects_familiar_queries_as_before_and_explains_why(
+    featurizer, tmp_path, capsys, melody_wav
+):
     import shutil
 
     from autagent.api import load
@@ -261,14 +265,22 @@ def test_a_plugin_with_a_backoff_selects_familiar_queries_as_before_and_explains
     assert new.select_many(familiar) == old.select_many(familiar)
     question, choices, tool = UNFAMILIAR[0]
     assert old.select("", question, choices) == [] and new.select("", question, choices) == [tool]
-    assert main(["select", "--plugin", str(tmp_path / "q"), "--audio", "", "--question", question, "--choices",
-                 *choices, "--explain"]) == 0  # fmt: skip
+    clip = str(melody_wav[0])  # the router reads no audio; the command checks the clip all the same
+    assert main(["select", "--plugin", str(tmp_path / "q"), "--audio", clip, "--question", question, "--choices",
+                 *choices, "--explain", "--json"]) == 0  # fmt: skip
     reply = json.loads(capsys.readouterr().out)
     assert reply["tools"] == [tool] and reply["explain"]["tools"][tool]["backoff_decided"]
+    assert reply["probabilities"][tool] > 0.5  # the probability that decided: the head's, not the silent router's
     assert "question" in reply["explain"]["unfamiliar_inputs"] and reply["explain"]["backoff"]["rule"] == "fill"
     assert set(reply["explain"]["tools"]) == set(FIVE) and not reply["explain"]["tools"]["pitch"]["called"]
-    assert main(["select", "--plugin", str(before), "--audio", "", "--question", question, "--explain"]) == 0
+    explain = ["--question", question, "--explain", "--json"]
+    assert main(["select", "--plugin", str(before), "--audio", clip, *explain]) == 0
     assert json.loads(capsys.readouterr().out)["explain"]["backoff"] is None
+    assert main(["select", "--plugin", str(tmp_path / "q"), "--audio", clip, "--question", question, "--choices",
+                 *choices, "--explain"]) == 0  # fmt: skip
+    table = capsys.readouterr().out  # for people: who decided each tool, and the probability that decided
+    row = next(line.split() for line in table.splitlines() if line.startswith(tool + " "))
+    assert f"tools called: {tool}" in table and row[1:3] == ["yes", "back-off"] and float(row[3]) > 0.5
     (tmp_path / "q" / BACKOFF_FILE).write_bytes((tmp_path / "q" / BACKOFF_FILE).read_bytes()[:-4] + b"\0\0\0\0")
     with pytest.raises(PluginError, match="does not match its digest"):
         load(tmp_path / "q")

@@ -67,7 +67,8 @@ def _read_any(path: Path, max_seconds: float | None = None) -> tuple[np.ndarray,
                 data, sr = librosa.load(str(path), sr=None, mono=False, duration=max_seconds or None)
             return np.atleast_2d(data).astype(np.float32), int(sr)
         except Exception as fallback_error:  # noqa: BLE001
-            raise AudioError(path, f"cannot decode audio ({sf_error}; {fallback_error})") from fallback_error
+            second = str(fallback_error) or type(fallback_error).__name__  # audioread's NoBackendError says nothing
+            raise AudioError(path, f"cannot decode audio ({sf_error}; ffmpeg: {second})") from fallback_error
 
 
 def check_file(path: Path) -> int:
