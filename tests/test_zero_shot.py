@@ -334,3 +334,33 @@ def test_v1_select_explains_its_choice_when_asked(featurizer, tmp_path, melody_w
     entry = told["explain"]["tools"][tool]
     assert entry["backoff_decided"] and entry["called"] == (tool in told["tools"])
     assert entry["probability"] == told["probabilities"][tool] and told["explain"]["unfamiliar_inputs"]
+
+
+@pytest.mark.parametrize("rule", ["vote", "fill"])
+def test_the_probability_explain_shows_is_the_one_that_decided_and_agrees_with_the_call(rule):
+    """The issue's case: tools ["asr", "emotion"] while the router gives emotion 0.37, because the back-off
+    decided. What ``explain`` (and so ``select``'s probabilities) shows per tool is the probability that
+    decided: above one half exactly where the tool is called, on familiar and unfamiliar queries alike."""
+    from autagent.policies.router.backoff import Backoff, BackoffConfig, Decision
+
+    torch.manual_seed(0)
+    backoff = Backoff({"question": (0, 4)}, 4, BackoffConfig(rule=rule, inputs={"question": 0.01}))
+    router_p = torch.rand(64, 3)
+    router_p[0] = torch.tensor([0.9, 0.37, 0.1])  # asr, emotion, tempo
+    router_selection = (router_p > 0.5).float()
+    router_selection[1:8] = 0  # silent rows, where fill lets the head speak
+    router_p[1:8] = router_p[1:8] * 0.5
+    logits = torch.randn(64, 3) * 3
+    logits[0] = torch.tensor([2.0, 2.0, -3.0])
+    unfamiliar = torch.rand(64) > 0.3
+    unfamiliar[0] = True
+    parts = Decision(router_selection, router_p, logits, torch.ones(64, 3), unfamiliar, {})
+    parts.selection = backoff.select(parts, 0.0)
+    for row in range(64):
+        why = parts.explain(row, ["asr", "emotion", "tempo"], 0.0, rule)["tools"]
+        for tool, entry in why.items():
+            assert entry["called"] == (entry["probability"] > 0.5), (row, tool, entry)
+            assert entry["decided_by"] == ("back-off" if entry["backoff_decided"] else "router")
+    if rule == "vote":
+        emotion = parts.explain(0, ["asr", "emotion", "tempo"], 0.0, rule)["tools"]["emotion"]
+        assert emotion["called"] and emotion["router_probability"] == 0.37 and emotion["probability"] > 0.5
