@@ -156,11 +156,24 @@ def cmd_data_generate(args) -> int:
 
 def cmd_data_validate(args) -> int:
     from .data.loaders import load
+    from .pipeline import clip_check
 
-    loaded = load(args.file, args.format, audio_wording=args.audio_wording)
+    check = clip_check(args.max_seconds) if not args.skip_audio else None
+    loaded = load(args.file, args.format, audio_wording=args.audio_wording, check_audio=check)
     summary = loaded.summary()
     print(json.dumps(summary, ensure_ascii=False))
-    return 0 if summary["usable"] else 1
+    if not summary["usable"]:
+        print(f"autagent: {args.file}: no usable row of {loaded.rows}", file=sys.stderr)
+        return 1
+    if loaded.rejected and not args.allow_rejects:
+        first = loaded.rejected[0]
+        print(
+            f"autagent: {args.file}: {len(loaded.rejected)} of {loaded.rows} rows rejected (first: row "
+            f"{first['row']}, id {first['id']}: {first['reason']}); fix them, or pass --allow-rejects",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 def accelerate_command(config, argv: list[str]) -> list[str] | None:
@@ -252,6 +265,13 @@ def _print_summary(metrics: dict) -> None:
             f"  {label(name):28s} acc {100 * m['accuracy']:5.1f}  official {100 * m['official']['accuracy']:5.1f}"
             f"  errors {m['errors']:3d}  avg tools {m['avg_tools']:.2f}"
         )
+    unscorable = metrics.get("unscorable") or []
+    if unscorable:  # named, so a missing clip is found without reading metrics.json
+        print(f"could not score {len(unscorable)} of {metrics['n']} rows (wrong in acc, left out of official):")
+        for row in unscorable[:10]:
+            print(f"  row {row['row']} ({row['id']}): {row['reason']}")
+        if len(unscorable) > 10:
+            print(f"  ... and {len(unscorable) - 10} more: metrics.json, 'unscorable'")
 
 
 def cmd_select(args) -> int:
@@ -470,10 +490,18 @@ def build_parser() -> argparse.ArgumentParser:
     gen = with_config(data.add_parser("generate", help="generate the embedded benchmark"))
     gen.add_argument("--root")
     gen.set_defaults(func=cmd_data_generate)
-    val = data.add_parser("validate", help="load a benchmark file as published and report every row (JSON)")
+    val = data.add_parser(
+        "validate",
+        help="check a benchmark file as eval will read it: every row, its clip decoded, ids unique (JSON report)",
+    )
     val.add_argument("file")
     val.add_argument("--format", default="auto", choices=["auto", "mmau", "mmar", "avqa"])
     val.add_argument("--audio-wording", action="store_true", help="AVQA: 'video' -> 'audio' in questions")
+    val.add_argument("--allow-rejects", action="store_true", help="exit 0 when some rows are rejected")
+    val.add_argument("--skip-audio", action="store_true", help="do not open the clips (rows and fields only)")
+    val.add_argument(
+        "--max-seconds", type=float, default=30.0, help="how much of each clip must decode (the tools' default)"
+    )
     val.set_defaults(func=cmd_data_validate)
 
     train = with_config(sub.add_parser("train", help="the main job: train, evaluate, export the plugin"))

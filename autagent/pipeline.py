@@ -41,13 +41,23 @@ class Splits:
 def _load(path, config: RunConfig, limit, what: str, notes: list[str]) -> list[Sample]:
     from .data.loaders import load
 
-    loaded = load(path, config.data.format, limit, config.data.audio_wording)
+    loaded = load(path, config.data.format, limit, config.data.audio_wording, clip_check(config.tools.max_seconds))
     note = f"{what}: {path} ({loaded.format}), {len(loaded.scorable)} of {loaded.rows} rows usable"
     if loaded.rejected:
         first = loaded.rejected[0]
         note += f", {len(loaded.rejected)} unscorable (first: row {first['row']}: {first['reason']})"
     notes.append(note)
     return loaded.samples if what == "test" else loaded.scorable
+
+
+def clip_check(max_seconds: float | None):
+    """What a dataset row's clip must pass to be scored: present, not empty, decodable (the part the tools
+    hear, the first ``max_seconds``); a clip that fails makes its row unscorable, named in the report."""
+    from functools import partial
+
+    from tools.audio import decode
+
+    return partial(decode, max_seconds=max_seconds)
 
 
 def load_splits(config: RunConfig, need_train: bool = True) -> Splits:

@@ -465,3 +465,52 @@ def test_training_against_a_reasoner_server_that_is_down_stops_with_one_clear_li
     assert len(errors) == 1 and errors[0].startswith("autagent: error: reasoner http://127.0.0.1:9/v1 (model "), err
     assert "last failure: ConnectionError" in errors[0] and "Traceback" not in err
     assert not (run_dir / "plugin").exists()
+
+
+def test_data_validate_checks_what_eval_needs_and_eval_names_the_rows_it_could_not_score(tiny_bench, tmp_path, capsys):
+    """A 7-row MMAU file with a missing clip, a text file named .wav, a repeated id and repeated choices:
+    validate rejects those four rows (exit 1, or 0 with --allow-rejects), counts only the usable rows per
+    domain; eval scores the file and names each row it could not score."""
+    good = tiny_bench["test"][:3]
+    rows = [s.to_mmau() for s in good]
+    (tmp_path / "text.wav").write_text("not audio\n")
+    rows.append({**rows[0], "id": "missing", "audio_id": str(tmp_path / "missing.wav"), "task": "rare"})
+    rows.append({**rows[1], "id": "text", "audio_id": str(tmp_path / "text.wav"), "task": "rare"})
+    rows.append({**rows[2], "task": "rare"})  # the id of row 2 again
+    rows.append({**rows[0], "id": "twice", "choices": ["a", "b", "a "], "answer": "b", "task": "rare"})
+    dataset = tmp_path / "mmau.json"
+    dataset.write_text(json.dumps(rows))
+
+    assert main(["data", "validate", str(dataset)]) == 1
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    reasons = {r["row"]: r["reason"] for r in report["rejected"]}
+    assert report["loaded"] == 3 and set(reasons) == {3, 4, 5, 6}, reasons
+    assert "file not found" in reasons[3] and "cannot decode audio" in reasons[4]
+    assert "row 2's id" in reasons[5] and "twice" in reasons[6]
+    assert "rare" not in report["by_domain"] and sum(report["by_domain"].values()) == 3  # usable rows only
+    assert "4 of 7 rows rejected" in err and "--allow-rejects" in err
+    assert main(["data", "validate", str(dataset), "--allow-rejects"]) == 0
+    capsys.readouterr()
+
+    config = tmp_path / "eval.yaml"
+    tools = {"executor": "local", "cache_dir": str(tiny_bench["cache"]), "enabled": list(tiny_bench["tools"])}
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "name": "eval",
+                "output_dir": str(tmp_path / "runs"),
+                "answer_cache_dir": str(tmp_path / "answers"),
+                "data": {"test": str(dataset)},
+                "tools": tools,
+                "eval": {"methods": ["no_tool", "all_tools"], "plots": False},
+                "logging": {"wandb": False, "progress": False},
+            }
+        )
+    )
+    assert main(["eval", "--config", str(config), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "could not score 4 of 7 rows" in out
+    assert f"row 3 (missing): field 'audio': {tmp_path / 'missing.wav'}: file not found" in out
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["methods"]["no_tool"]["n"] == 7 and metrics["methods"]["no_tool"]["official"]["n"] == 3
