@@ -137,8 +137,32 @@ def test_train_then_resume_then_eval_select_answer(tiny_config, tiny_bench, tmp_
         )
         == 0
     )
-    reply = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    reply = json.loads(out)
     assert reply["answer"] in sample.choices and len(reply["records"]) == len(reply["tools"])
+    assert "loading the plugin" in err and "asking it" in err  # what it waits for, said
+
+    # select: one clip, then many in one load (a JSONL file, a folder), the same choice for each
+    plugin = ["select", "--plugin", str(run_dir / "plugin")]
+    singles = []
+    for s in tiny_bench["test"][:3]:
+        assert main([*plugin, "--audio", s.audio, "--question", s.question, "--choices", *s.choices]) == 0
+        singles.append(json.loads(capsys.readouterr().out))
+        assert [t for t, p in singles[-1]["probabilities"].items() if p > 0.5] == singles[-1]["tools"]
+    batch = tmp_path / "batch.jsonl"
+    rows = [{"audio": s.audio, "question": s.question, "choices": list(s.choices)} for s in tiny_bench["test"][:3]]
+    batch.write_text("\n".join(json.dumps(r) for r in rows))
+    assert main([*plugin, "--batch", str(batch)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["tools"] for line in lines] == [single["tools"] for single in singles]
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for i, s in enumerate(tiny_bench["test"][:3]):
+        shutil.copy(s.audio, clips / f"{i}.wav")
+    (clips / "notes.txt").write_text("not a clip: left alone")
+    assert main([*plugin, "--batch", str(clips), "--question", "What is the tempo?"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [Path(line["audio"]).name for line in lines] == ["0.wav", "1.wav", "2.wav"]
 
 
 def test_an_ensemble_trains_its_members_apart_resumes_each_and_selects_by_their_mean(tiny_config, tiny_bench):
