@@ -227,6 +227,14 @@ def cmd_adapt(args) -> int:
         f"  answers: {table.get('answers_spent')} of a budget of {table.get('budget') or 'no cap'}; "
         f"{table.get('queries')} training queries in the table ({table.get('queries_left_out')} left out)"
     )
+    used, left_out = table.get("queries") or 0, table.get("queries_left_out") or 0
+    if left_out > used:  # a small budget trains on a handful of queries: say so where it is seen
+        needed = (used + left_out) * (table.get("subsets_per_query") or 1)
+        print(
+            f"autagent: warning: the budget completed only {used} of {used + left_out} training queries; the "
+            f"whole table takes about {needed} answers (--budget {needed})",
+            file=sys.stderr,
+        )
     if found:
         best = next(c for c in found["candidates"] if c["candidate"] == found["chosen"])
         print(
@@ -375,8 +383,31 @@ def cmd_serve(args) -> int:
         flush=True,
     )
     app = create_app(service)  # a WebSocket message is refused past the largest realtime event (the SDK's 16 MiB)
-    uvicorn.run(app, host=options.host, port=options.port, log_level="warning", ws_max_size=service.max_event_bytes)
+    uvicorn.run(
+        app,
+        host=options.host,
+        port=options.port,
+        log_config=serve_log_config(),
+        access_log=not args.quiet,
+        ws_max_size=service.max_event_bytes,
+    )
     return 0
+
+
+def serve_log_config() -> dict:
+    """uvicorn's logging for ``serve``: its own messages from warnings up, and one access line per request
+    on stderr (``autagent serve: 127.0.0.1:5678 "POST /v1/chat/completions HTTP/1.1" 200``) unless
+    ``--quiet``."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["access"]["fmt"] = 'autagent serve: %(client_addr)s "%(request_line)s" %(status_code)s'
+    config["handlers"]["access"]["stream"] = "ext://sys.stderr"
+    config["loggers"]["uvicorn"]["level"] = "WARNING"
+    config["loggers"]["uvicorn.error"]["level"] = "WARNING"
+    return config
 
 
 def cmd_mcp(args) -> int:
@@ -597,6 +628,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     add_flags(sv)
+    sv.add_argument("--quiet", action="store_true", help="no access line per request on stderr")
     sv.set_defaults(func=cmd_serve)
 
     mc = with_pin(with_config(sub.add_parser("mcp", help="the acoustic tools as an MCP server (stdio or HTTP)")))

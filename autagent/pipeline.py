@@ -116,22 +116,32 @@ def tool_records(config: RunConfig, samples: list[Sample], pool: ToolPool | None
 
 class Logger:
     """W&B (offline by default) when enabled; otherwise nothing beyond train_log.jsonl.  The config
-    logged is the run's own, which holds no secret (keys are only ever read from the environment)."""
+    logged is the run's own, which holds no secret (keys are only ever read from the environment).
 
-    def __init__(self, config: RunConfig):
+    Its run is written under ``folder`` (default the run's folder; ``eval --out DIR``'s is DIR), and
+    W&B's own messages (its banner, the run history and summary, the sync hint) are silenced: one line
+    says where the run is (its folder; online, its page)."""
+
+    def __init__(self, config: RunConfig, folder: str | Path | None = None):
         self.run = None
         if config.logging.wandb and config.logging.wandb_mode != "disabled":
             import wandb
 
-            config.run_dir.mkdir(parents=True, exist_ok=True)
+            folder = Path(folder or config.run_dir)
+            folder.mkdir(parents=True, exist_ok=True)
             self.run = wandb.init(
                 project=config.logging.project,
                 name=config.name,
                 mode=config.logging.wandb_mode,
-                dir=str(config.run_dir),
+                dir=str(folder),
                 config=to_dict(config),
                 reinit="finish_previous",
+                settings=wandb.Settings(silent=True),  # failures still raise; its ~35 lines of chatter go
             )
+            if self.run is not None and not self.run.disabled:
+                online = config.logging.wandb_mode == "online" and self.run.url
+                where = self.run.url if online else Path(self.run.dir).parent
+                log.info("W&B run (%s): %s", config.logging.wandb_mode, where)
 
     def log(self, metrics: dict, step: int | None = None) -> None:
         if self.run is not None:
@@ -288,7 +298,7 @@ def run_eval(
         extra,
     )
     if log_to_wandb:
-        logger = Logger(config)
+        logger = Logger(config, out_dir)
         logger.log(
             {f"eval/{name}/accuracy": m["accuracy"] for name, m in block.items()}
             | {f"eval/{name}/avg_tools": m["avg_tools"] for name, m in block.items()}
