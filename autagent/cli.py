@@ -265,14 +265,20 @@ def cmd_eval(args) -> int:
 
 
 def _print_summary(metrics: dict) -> None:
-    from .evaluation.report import label
+    from .evaluation.report import label, reasoner_title, small_sample_warning, with_interval
 
-    print(f"{metrics['dataset']} | {metrics['reasoner']} | n = {metrics['n']}")
+    n = metrics["n"]
+    print(f"{metrics['dataset']}: {n} questions, reasoner {reasoner_title(metrics['reasoner'])}")
+    official = any(abs(m["official"]["accuracy"] - m["accuracy"]) > 1e-9 for m in metrics["methods"].values())
     for name, m in metrics["methods"].items():
         print(
-            f"  {label(name):28s} acc {100 * m['accuracy']:5.1f}  official {100 * m['official']['accuracy']:5.1f}"
-            f"  errors {m['errors']:3d}  avg tools {m['avg_tools']:.2f}"
+            f"  {label(name):28s} acc {with_interval(m['accuracy'], n):17s}"
+            + (f" official {100 * m['official']['accuracy']:5.1f}" if official else "")
+            + f"  errors {m['errors']:3d}  avg tools {m['avg_tools']:.2f}"
         )
+    warning = small_sample_warning(n)
+    if warning:
+        print(f"  {warning}")
     unscorable = metrics.get("unscorable") or []
     if unscorable:  # named, so a missing clip is found without reading metrics.json
         print(f"could not score {len(unscorable)} of {metrics['n']} rows (wrong in acc, left out of official):")

@@ -415,7 +415,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
                 fitted = fit_backoff(plugin_dir, splits.train, splits.dev, config.policy.router.backoff)
             summary["backoff"] = {k: v for k, v in fitted.items() if k != "curve"}
         if config.policy.kind == "router":
-            from .evaluation.report import plot_training
+            from .evaluation.plots import plot_training
 
             with phases("training plot"):
                 plot_training(run_dir / "train_log.jsonl", run_dir / "training.png", config.tools.tool_ids)

@@ -71,7 +71,10 @@ def test_train_then_resume_then_eval_select_answer(tiny_config, tiny_bench, tmp_
         metrics["plugin"]["content_hash"] == json.loads((run_dir / "plugin/manifest.json").read_text())["content_hash"]
     )
     card = (run_dir / "plugin" / "README.md").read_text()  # the model card gained the run's evaluation table
-    assert f"| policy | {100 * metrics['methods']['policy']['accuracy']:.1f} |" in card
+    policy = metrics["methods"]["policy"]  # under the report's names, with its interval
+    low, high = policy["interval_95"]
+    assert f"| AuTAgent (trained policy) | {100 * policy['accuracy']:.1f} | {100 * low:.1f}–{100 * high:.1f} |" in card
+    assert "| policy |" not in card and "| no_tool |" not in card and "Small sample" in card
     for name in (
         "config.yaml",
         "report.md",
