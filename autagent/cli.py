@@ -310,6 +310,9 @@ def cmd_plugin_verify(args) -> int:
 
     config = _config(args)
     report = verify(args.directory, args.sha256, args.key, config.tools.profile, config.tools.settings)
+    if args.hash and report["ok"]:  # for --plugin-sha256 $(autagent plugin verify DIR --hash)
+        print(report["content_hash"])
+        return 0
     _print(report)
     return 0 if report["ok"] else 1
 
@@ -467,11 +470,19 @@ def cmd_report(args) -> int:
 class Parser(argparse.ArgumentParser):
     """A parser, and every subcommand's (argparse makes them of the parent's class), that takes no
     abbreviation: a mistyped or shortened flag is an error, never another flag (``serve --api-key X``
-    once set ``--api-key-env``)."""
+    once set ``--api-key-env``); help taken from docstrings loses their reStructuredText quotes."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
+        for key in ("description", "help"):
+            if isinstance(kwargs.get(key), str):
+                kwargs[key] = kwargs[key].replace("``", "")
         super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        if isinstance(kwargs.get("help"), str):
+            kwargs["help"] = kwargs["help"].replace("``", "")
+        return super().add_argument(*args, **kwargs)
 
 
 CHOICES_HELP = "the answer choices, each one argument: --choices '90 BPM' '120 BPM'"
@@ -595,10 +606,15 @@ def build_parser() -> argparse.ArgumentParser:
     plugin = sub.add_parser("plugin", help="check or sign a plugin").add_subparsers(
         dest="plugin_command", required=True
     )
-    ver = with_config(plugin.add_parser("verify", help="every check a load makes, as a JSON report"))
+    ver = with_config(
+        plugin.add_parser("verify", help="every check a load makes, as a JSON report (its content_hash: the pin)")
+    )
     ver.add_argument("directory")
     ver.add_argument("--sha256", help="the content hash it must have")
     ver.add_argument("--key", help="public key (ed25519 PEM) or HMAC secret file to verify the signature with")
+    ver.add_argument(
+        "--hash", action="store_true", help="print only the content hash (the JSON report if a check fails)"
+    )
     ver.set_defaults(func=cmd_plugin_verify)
     sgn = plugin.add_parser(
         "sign", help="sign a plugin's content hash (ed25519 private key PEM, or an HMAC secret file)"

@@ -66,8 +66,9 @@ def check_choices(choices, where: str = "--choices", required: bool = False) -> 
 
 def read_batch(source: str, question: str | None, choices=()) -> list[Query]:
     """``select --batch``'s queries: a JSONL or JSON-list file of ``{"audio", "question", "choices"}``
-    objects (audio relative to the file; ``--question``/``--choices`` fill what a row leaves out), or a
-    folder of clips asked the one ``--question``.  Every clip is checked before any is selected for."""
+    objects (audio relative to the file; an MMAU or MMAR file's ``audio_id``/``audio_path`` do too;
+    ``--question``/``--choices`` fill what a row leaves out), or a folder of clips asked the one
+    ``--question``.  Every clip is checked before any is selected for."""
     from .data.loaders import DatasetError, read_rows
 
     path = Path(source)
@@ -83,7 +84,8 @@ def read_batch(source: str, question: str | None, choices=()) -> list[Query]:
         for i, row in enumerate(read_rows(path)):
             if not isinstance(row, dict):
                 raise DatasetError(path, i, None, f"expected an object with audio and question, got {row!r:.80}")
-            audio, asked = row.get("audio"), row.get("question") or question
+            audio = row.get("audio") or row.get("audio_id") or row.get("audio_path")
+            asked = row.get("question") or question
             if not isinstance(audio, str) or not audio.strip():
                 raise DatasetError(path, i, "audio", "missing: the clip's path")
             if not isinstance(asked, str) or not asked.strip():

@@ -86,7 +86,7 @@ CASES = {
     "eval, a wrong key": (["eval", "--set", "tools.enabeld=[asr]"], "unknown field tools.enabeld"),
     "train, a wrong kind": (["train", "--set", "policy.kind=lmm"], "got 'lmm'"),
     "data validate, a missing file": (["data", "validate", "{missing}.json"], "file not found"),
-    "adapt, no plugin": (["adapt", "--plugin", "{plugin}", "--reasoner", "cascade", "--out", "{dir}/x"], "no plugin"),
+    "adapt, no plugin": (["adapt", "--plugin", "{plugin}", "--reasoner", "cascade", "--out", "x"], "not a plugin"),
     "check-selection, no plugin": (["check-selection", "--plugin", "{plugin}"], "not a plugin"),
     "plugin sign, no plugin": (["plugin", "sign", "{dir}", "--key", "{missing}.pem"], "not a plugin"),
 }
@@ -116,6 +116,7 @@ def test_help_names_every_subcommand_and_has_no_rst_markup(capsys):
     commands = next(a for a in parser._actions if a.dest == "command").choices
     description = parser.description
     assert all(name in description for name in commands) and "``" not in text
+    assert not [name for name, sub in commands.items() if "``" in sub.format_help()]  # serve's docstring help too
     for name in ("select", "answer"):
         helps = {a.dest: a.help for a in commands[name]._actions}
         assert all(helps[d] for d in ("plugin", "audio", "question", "profile", "choices")), name
