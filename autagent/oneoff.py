@@ -257,7 +257,8 @@ def run_answer(args, config, audio: str, choices: tuple[str, ...]) -> int:
         extra_tools=extra,
     )
     sample = Sample(id="cli", audio=audio, question=args.question, choices=choices, answer=choices[0])
-    tools = plugin.select(sample.audio, sample.question, sample.choices)
+    with waiting("choosing the tools (the clip's audio profile on its first use)"):
+        tools = plugin.select(sample.audio, sample.question, sample.choices)
     records = None
     if tools:
         where = "on Ray actors" if config.tools.executor == "ray" else "in this process"
