@@ -1,4 +1,4 @@
-"""``autagent`` command line: tools, data, train, eval, select, answer, plugin, sweep, report.
+"""``autagent`` command line: every subcommand (``autagent --help`` lists them).
 
 Every error a user can cause (a bad config, dataset, clip, plugin or key) ends in one line
 ``autagent: error: ...`` naming the file, row or field, and exit code 2; never a traceback.
@@ -69,13 +69,17 @@ def cmd_tools_run(args) -> int:
     from tools import parse_tool_list
     from tools.pool import ToolPool
 
+    from .oneoff import check_clip
+
     config = _config(args)
+    audio = check_clip(args.audio, config.tools.max_seconds)  # a bad clip or tool id: one line, before Ray starts
+    tools = parse_tool_list(args.tools, config.tools.tool_ids)
     if args.executor:
         config.tools.executor = args.executor
     if args.no_cache:
         config.tools.cache_dir = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"autagent-nocache-{os.getpid()}")
     pool = ToolPool(config.tools)
-    records = pool.run(args.audio, parse_tool_list(args.tools, config.tools.tool_ids))
+    records = pool.run(audio, tools)
     _print(list(records.values()))
     return 1 if all("error" in r for r in records.values()) else 0
 
@@ -152,11 +156,24 @@ def cmd_data_generate(args) -> int:
 
 def cmd_data_validate(args) -> int:
     from .data.loaders import load
+    from .pipeline import clip_check
 
-    loaded = load(args.file, args.format, audio_wording=args.audio_wording)
+    check = clip_check(args.max_seconds) if not args.skip_audio else None
+    loaded = load(args.file, args.format, audio_wording=args.audio_wording, check_audio=check)
     summary = loaded.summary()
     print(json.dumps(summary, ensure_ascii=False))
-    return 0 if summary["usable"] else 1
+    if not summary["usable"]:
+        print(f"autagent: {args.file}: no usable row of {loaded.rows}", file=sys.stderr)
+        return 1
+    if loaded.rejected and not args.allow_rejects:
+        first = loaded.rejected[0]
+        print(
+            f"autagent: {args.file}: {len(loaded.rejected)} of {loaded.rows} rows rejected (first: row "
+            f"{first['row']}, id {first['id']}: {first['reason']}); fix them, or pass --allow-rejects",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
 
 
 def accelerate_command(config, argv: list[str]) -> list[str] | None:
@@ -210,6 +227,14 @@ def cmd_adapt(args) -> int:
         f"  answers: {table.get('answers_spent')} of a budget of {table.get('budget') or 'no cap'}; "
         f"{table.get('queries')} training queries in the table ({table.get('queries_left_out')} left out)"
     )
+    used, left_out = table.get("queries") or 0, table.get("queries_left_out") or 0
+    if left_out > used:  # a small budget trains on a handful of queries: say so where it is seen
+        needed = (used + left_out) * (table.get("subsets_per_query") or 1)
+        print(
+            f"autagent: warning: the budget completed only {used} of {used + left_out} training queries; the "
+            f"whole table takes about {needed} answers (--budget {needed})",
+            file=sys.stderr,
+        )
     if found:
         best = next(c for c in found["candidates"] if c["candidate"] == found["chosen"])
         print(
@@ -222,7 +247,10 @@ def cmd_adapt(args) -> int:
 
 def cmd_eval(args) -> int:
     from .pipeline import run_eval
+    from .plugin.manifest import read_manifest
 
+    if args.plugin:  # a folder that is no plugin, or not the pinned one: refused before the data and the tools
+        read_manifest(args.plugin, args.plugin_sha256)
     config = _config(args)
     if args.dataset:
         config.data.test = args.dataset
@@ -237,69 +265,44 @@ def cmd_eval(args) -> int:
 
 
 def _print_summary(metrics: dict) -> None:
-    from .evaluation.report import label
+    from .evaluation.report import label, reasoner_title, small_sample_warning, with_interval
 
-    print(f"{metrics['dataset']} | {metrics['reasoner']} | n = {metrics['n']}")
+    n = metrics["n"]
+    print(f"{metrics['dataset']}: {n} questions, reasoner {reasoner_title(metrics['reasoner'])}")
+    official = any(abs(m["official"]["accuracy"] - m["accuracy"]) > 1e-9 for m in metrics["methods"].values())
     for name, m in metrics["methods"].items():
         print(
-            f"  {label(name):28s} acc {100 * m['accuracy']:5.1f}  official {100 * m['official']['accuracy']:5.1f}"
-            f"  errors {m['errors']:3d}  avg tools {m['avg_tools']:.2f}"
+            f"  {label(name):28s} acc {with_interval(m['accuracy'], n):17s}"
+            + (f" official {100 * m['official']['accuracy']:5.1f}" if official else "")
+            + f"  errors {m['errors']:3d}  avg tools {m['avg_tools']:.2f}"
         )
+    warning = small_sample_warning(n)
+    if warning:
+        print(f"  {warning}")
+    unscorable = metrics.get("unscorable") or []
+    if unscorable:  # named, so a missing clip is found without reading metrics.json
+        print(f"could not score {len(unscorable)} of {metrics['n']} rows (wrong in acc, left out of official):")
+        for row in unscorable[:10]:
+            print(f"  row {row['row']} ({row['id']}): {row['reason']}")
+        if len(unscorable) > 10:
+            print(f"  ... and {len(unscorable) - 10} more: metrics.json, 'unscorable'")
 
 
 def cmd_select(args) -> int:
-    from .api import load
+    from .oneoff import run_select
 
-    plugin = load(args.plugin, tools_profile=args.profile, expected_sha256=args.plugin_sha256)
-    choices = tuple(args.choices or ())
-    reply = {"tools": plugin.select(args.audio, args.question, choices)}
-    if hasattr(plugin, "probabilities"):  # the router has per-tool probabilities; the LM writes a list
-        reply["probabilities"] = plugin.probabilities(args.audio, args.question, choices)
-    if args.explain and hasattr(plugin, "explain"):  # unfamiliar inputs; per tool, who decided (the router)
-        reply["explain"] = plugin.explain(args.audio, args.question, choices)
-    print(json.dumps(reply))
-    return 0
+    return run_select(args)
 
 
 def cmd_answer(args) -> int:
-    from tools.pool import ToolPool
+    from .oneoff import check_choices, check_clip, run_answer
 
-    from .api import load, run_tools
-    from .data.sample import Sample
-    from .plugin.manifest import read_manifest
-    from .reasoners import build_reasoner
-
+    audio, choices = check_clip(args.audio), check_choices(args.choices, required=True)  # before any start-up
     config = _config(args)
     config.reasoner.kind = args.reasoner
-    config.tools, extra = run_tools(config.tools, read_manifest(args.plugin, args.plugin_sha256))
-    plugin = load(
-        args.plugin,
-        tools_profile=config.tools.profile,
-        tool_settings=config.tools.settings,
-        expected_sha256=args.plugin_sha256,
-        extra_tools=extra,
-    )
-    sample = Sample(
-        id="cli",
-        audio=str(Path(args.audio).resolve()),
-        question=args.question,
-        choices=tuple(args.choices),
-        answer=args.choices[0],
-    )
-    tools = plugin.select(sample.audio, sample.question, sample.choices)
-    records = list(ToolPool(config.tools).run(sample.audio, tools).values()) if tools else None
-    reasoner = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
-    try:
-        (reply,) = reasoner.ask([(sample, records)])
-    finally:
-        reasoner.close()
-    out = {"tools": tools, "records": records or [], "answer": reply.text}
-    if reply.error:
-        out["error"] = reply.error
-    if reply.note:  # e.g. records cut to fit the cascade model's context
-        out["note"] = reply.note
-    print(json.dumps(out, ensure_ascii=False))
-    return 0 if reply.error is None else 1
+    if not args.config and not any(s.startswith("tools.executor=") for s in args.set or []):
+        config.tools.executor = "local"  # one clip: its tools in process, no Ray cluster to start
+    return run_answer(args, config, audio, choices)
 
 
 def cmd_plugin_verify(args) -> int:
@@ -307,6 +310,9 @@ def cmd_plugin_verify(args) -> int:
 
     config = _config(args)
     report = verify(args.directory, args.sha256, args.key, config.tools.profile, config.tools.settings)
+    if args.hash and report["ok"]:  # for --plugin-sha256 $(autagent plugin verify DIR --hash)
+        print(report["content_hash"])
+        return 0
     _print(report)
     return 0 if report["ok"] else 1
 
@@ -349,7 +355,10 @@ def cmd_check_selection(args) -> int:
     from .api import load
     from .data.labelled import load_labelled
     from .evaluation.selection_check import check, description_selector, per_tool_table, table
+    from .plugin.manifest import read_manifest
 
+    for path in args.plugin:  # a folder that is no plugin is refused before the stand-in clips are made
+        read_manifest(path)
     items = load_labelled(args.queries, args.audio_dir)
     selectors, tools = {}, None
     for path in args.plugin:
@@ -384,8 +393,31 @@ def cmd_serve(args) -> int:
         flush=True,
     )
     app = create_app(service)  # a WebSocket message is refused past the largest realtime event (the SDK's 16 MiB)
-    uvicorn.run(app, host=options.host, port=options.port, log_level="warning", ws_max_size=service.max_event_bytes)
+    uvicorn.run(
+        app,
+        host=options.host,
+        port=options.port,
+        log_config=serve_log_config(),
+        access_log=not args.quiet,
+        ws_max_size=service.max_event_bytes,
+    )
     return 0
+
+
+def serve_log_config() -> dict:
+    """uvicorn's logging for ``serve``: its own messages from warnings up, and one access line per request
+    on stderr (``autagent serve: 127.0.0.1:5678 "POST /v1/chat/completions HTTP/1.1" 200``) unless
+    ``--quiet``."""
+    import copy
+
+    from uvicorn.config import LOGGING_CONFIG
+
+    config = copy.deepcopy(LOGGING_CONFIG)
+    config["formatters"]["access"]["fmt"] = 'autagent serve: %(client_addr)s "%(request_line)s" %(status_code)s'
+    config["handlers"]["access"]["stream"] = "ext://sys.stderr"
+    config["loggers"]["uvicorn"]["level"] = "WARNING"
+    config["loggers"]["uvicorn.error"]["level"] = "WARNING"
+    return config
 
 
 def cmd_mcp(args) -> int:
@@ -439,23 +471,45 @@ def cmd_report(args) -> int:
 class Parser(argparse.ArgumentParser):
     """A parser, and every subcommand's (argparse makes them of the parent's class), that takes no
     abbreviation: a mistyped or shortened flag is an error, never another flag (``serve --api-key X``
-    once set ``--api-key-env``)."""
+    once set ``--api-key-env``); help taken from docstrings loses their reStructuredText quotes."""
 
     def __init__(self, *args, **kwargs):
         kwargs.setdefault("allow_abbrev", False)
+        for key in ("description", "help"):
+            if isinstance(kwargs.get(key), str):
+                kwargs[key] = kwargs[key].replace("``", "")
         super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):
+        if isinstance(kwargs.get("help"), str):
+            kwargs["help"] = kwargs["help"].replace("``", "")
+        return super().add_argument(*args, **kwargs)
+
+
+CHOICES_HELP = "the answer choices, each one argument: --choices '90 BPM' '120 BPM'"
 
 
 def build_parser() -> argparse.ArgumentParser:
     from .serve.options import add_flags
 
-    parser = Parser(prog="autagent", description=__doc__.splitlines()[0])
+    parser = Parser(prog="autagent")
     sub = parser.add_subparsers(dest="command", required=True)
 
     def with_config(p):
         p.add_argument("--config", help="experiment YAML (default: the embedded defaults)")
         p.add_argument(
             "--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. grpo.steps=50"
+        )
+        return p
+
+    def with_query(p, required: bool):
+        p.add_argument("--plugin", required=True, metavar="DIR", help="a plugin folder (make train writes one)")
+        p.add_argument("--audio", required=required, metavar="CLIP", help="the clip: wav, flac, mp3, ogg ...")
+        p.add_argument("--question", required=required, help="the question asked about the clip")
+        p.add_argument(
+            "--profile",
+            choices=["embedded", "cluster"],
+            help="the tools' backends: embedded (offline, CPU) or cluster (the paper's); default the plugin's",
         )
         return p
 
@@ -485,10 +539,18 @@ def build_parser() -> argparse.ArgumentParser:
     gen = with_config(data.add_parser("generate", help="generate the embedded benchmark"))
     gen.add_argument("--root")
     gen.set_defaults(func=cmd_data_generate)
-    val = data.add_parser("validate", help="load a benchmark file as published and report every row (JSON)")
+    val = data.add_parser(
+        "validate",
+        help="check a benchmark file as eval will read it: every row, its clip decoded, ids unique (JSON report)",
+    )
     val.add_argument("file")
     val.add_argument("--format", default="auto", choices=["auto", "mmau", "mmar", "avqa"])
     val.add_argument("--audio-wording", action="store_true", help="AVQA: 'video' -> 'audio' in questions")
+    val.add_argument("--allow-rejects", action="store_true", help="exit 0 when some rows are rejected")
+    val.add_argument("--skip-audio", action="store_true", help="do not open the clips (rows and fields only)")
+    val.add_argument(
+        "--max-seconds", type=float, default=30.0, help="how much of each clip must decode (the tools' default)"
+    )
     val.set_defaults(func=cmd_data_validate)
 
     train = with_config(sub.add_parser("train", help="the main job: train, evaluate, export the plugin"))
@@ -512,31 +574,48 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--plugin", help="a trained plugin directory")
     ev.set_defaults(func=cmd_eval)
 
-    sel = with_pin(sub.add_parser("select", help="a plugin's tool choice for one clip and question (JSON)"))
-    sel.add_argument("--plugin", required=True)
-    sel.add_argument("--audio", required=True)
-    sel.add_argument("--question", required=True)
-    sel.add_argument("--choices", nargs="*", help="the answer choices (the router reads them)")
-    sel.add_argument("--profile", choices=["embedded", "cluster"])
-    sel.add_argument("--explain", action="store_true", help="per tool: probabilities, unfamiliar input, back-off")
+    sel = with_pin(
+        sub.add_parser(
+            "select",
+            help="a plugin's tool choice for a clip and question (JSON; --explain: why, as a table)",
+            description="Load a plugin and print the tools it calls for a clip and question, with the "
+            "probability that decided each. --explain says which part decided each tool (the router, the "
+            "back-off on wording unlike training, the zero-shot head for a tool added after training); "
+            "--batch runs many clips in one load.",
+        )
+    )
+    with_query(sel, required=False)
+    sel.add_argument("--choices", nargs="+", metavar="CHOICE", help=CHOICES_HELP + " (optional: the router reads them)")
+    sel.add_argument(
+        "--batch",
+        metavar="FILE|DIR",
+        help="many clips in one load: a JSONL or JSON-list file of {audio, question, choices}, or a folder of "
+        "clips asked --question; prints one JSON line per clip",
+    )
+    sel.add_argument("--explain", action="store_true", help="per tool: who decided and with what probability")
+    sel.add_argument("--json", action="store_true", help="with --explain: JSON instead of the table")
     sel.set_defaults(func=cmd_select)
 
     ans = with_pin(with_config(sub.add_parser("answer", help="select tools with a plugin, run them, ask a reasoner")))
-    ans.add_argument("--plugin", required=True)
+    with_query(ans, required=True)
+    ans.add_argument(
+        "--choices", nargs="+", metavar="CHOICE", required=True, help=CHOICES_HELP + " (the reasoner picks one)"
+    )
     ans.add_argument("--reasoner", default="embedded", choices=["embedded", "qwen2-audio", "openai", "cascade"])
-    ans.add_argument("--audio", required=True)
-    ans.add_argument("--question", required=True)
-    ans.add_argument("--choices", nargs="+", required=True)
-    ans.add_argument("--profile", choices=["embedded", "cluster"])
     ans.set_defaults(func=cmd_answer)
 
     plugin = sub.add_parser("plugin", help="check or sign a plugin").add_subparsers(
         dest="plugin_command", required=True
     )
-    ver = with_config(plugin.add_parser("verify", help="every check a load makes, as a JSON report"))
+    ver = with_config(
+        plugin.add_parser("verify", help="every check a load makes, as a JSON report (its content_hash: the pin)")
+    )
     ver.add_argument("directory")
     ver.add_argument("--sha256", help="the content hash it must have")
     ver.add_argument("--key", help="public key (ed25519 PEM) or HMAC secret file to verify the signature with")
+    ver.add_argument(
+        "--hash", action="store_true", help="print only the content hash (the JSON report if a check fails)"
+    )
     ver.set_defaults(func=cmd_plugin_verify)
     sgn = plugin.add_parser(
         "sign", help="sign a plugin's content hash (ed25519 private key PEM, or an HMAC secret file)"
@@ -572,6 +651,7 @@ def build_parser() -> argparse.ArgumentParser:
         )
     )
     add_flags(sv)
+    sv.add_argument("--quiet", action="store_true", help="no access line per request on stderr")
     sv.set_defaults(func=cmd_serve)
 
     mc = with_pin(with_config(sub.add_parser("mcp", help="the acoustic tools as an MCP server (stdio or HTTP)")))
@@ -612,7 +692,29 @@ def build_parser() -> argparse.ArgumentParser:
     tab.add_argument("--check", action="store_true", help="rewrite nothing; exit 1 naming each table that differs")
     tab.add_argument("--root", default=".", help="the checkout (default: here)")
     tab.set_defaults(func=cmd_report)
+    parser.description = (
+        "AuTAgent: learn when and which acoustic tools to call for an audio question (a tool-selection policy "
+        f"trained with GRPO, exported as a plugin). Commands: {', '.join(sub.choices)}. Each has --help."
+    )
     return parser
+
+
+USER_ERRORS = (
+    ("autagent.config", "ConfigError"),
+    ("autagent.data.loaders", "DatasetError"),
+    ("autagent.oneoff", "UsageError"),
+    ("autagent.plugin.trust", "PluginError"),
+    ("autagent.reasoners.base", "ReasonerFailing"),
+    ("tools.audio", "AudioError"),
+    ("tools.registry", "ToolRegistryError"),
+)
+"""The errors a user causes, by module: looked up only in the modules a command imported, so a command
+that fails on its input (a missing clip) has imported nothing heavy (torch, Ray) by then."""
+
+
+def _user_error(err: BaseException) -> bool:
+    classes = [getattr(sys.modules[module], name) for module, name in USER_ERRORS if module in sys.modules]
+    return isinstance(err, (*classes, FileExistsError, FileNotFoundError))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -620,34 +722,19 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser().parse_args(argv)
     args.argv = argv
-    from tools.audio import AudioError
-    from tools.registry import ToolRegistryError
-
-    from .config import ConfigError
-    from .data.loaders import DatasetError
-    from .plugin.trust import PluginError
-    from .reasoners.base import ReasonerFailing
-
     try:
         return args.func(args)
-    except (
-        ConfigError,
-        DatasetError,
-        ReasonerFailing,
-        PluginError,
-        AudioError,
-        ToolRegistryError,
-        FileExistsError,
-        FileNotFoundError,
-    ) as err:
-        print(f"autagent: error: {err}", file=sys.stderr)
-        return 2
-    except OSError as err:  # a full disk, a permission: say what and where, keep what was written
-        print(f"autagent: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
-        return 2
     except KeyboardInterrupt:
         print("autagent: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:
+        if _user_error(err):
+            print(f"autagent: error: {err}", file=sys.stderr)
+            return 2
+        if isinstance(err, OSError):  # a full disk, a permission: say what and where, keep what was written
+            print(f"autagent: error: {err.filename or ''}: {err.strerror or err}", file=sys.stderr)
+            return 2
+        raise
 
 
 if __name__ == "__main__":

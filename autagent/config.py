@@ -166,7 +166,9 @@ def from_dict(cls, data: dict, where: str = "", source: str = "config"):
     except ConfigError:
         raise
     except (TypeError, ValueError, KeyError) as err:
-        message = str(err).strip("'\"")
+        # a KeyError's str() wraps its message in quotes; a ValueError's message is kept whole (its own
+        # closing quote included: "got 'lmm'")
+        message = err.args[0] if isinstance(err, KeyError) and err.args else str(err)
         raise ConfigError(f"{source}: {where + ': ' if where and where not in message else ''}{message}") from err
 
 

@@ -41,13 +41,23 @@ class Splits:
 def _load(path, config: RunConfig, limit, what: str, notes: list[str]) -> list[Sample]:
     from .data.loaders import load
 
-    loaded = load(path, config.data.format, limit, config.data.audio_wording)
+    loaded = load(path, config.data.format, limit, config.data.audio_wording, clip_check(config.tools.max_seconds))
     note = f"{what}: {path} ({loaded.format}), {len(loaded.scorable)} of {loaded.rows} rows usable"
     if loaded.rejected:
         first = loaded.rejected[0]
         note += f", {len(loaded.rejected)} unscorable (first: row {first['row']}: {first['reason']})"
     notes.append(note)
     return loaded.samples if what == "test" else loaded.scorable
+
+
+def clip_check(max_seconds: float | None):
+    """What a dataset row's clip must pass to be scored: present, not empty, decodable (the part the tools
+    hear, the first ``max_seconds``); a clip that fails makes its row unscorable, named in the report."""
+    from functools import partial
+
+    from tools.audio import decode
+
+    return partial(decode, max_seconds=max_seconds)
 
 
 def load_splits(config: RunConfig, need_train: bool = True) -> Splits:
@@ -106,22 +116,32 @@ def tool_records(config: RunConfig, samples: list[Sample], pool: ToolPool | None
 
 class Logger:
     """W&B (offline by default) when enabled; otherwise nothing beyond train_log.jsonl.  The config
-    logged is the run's own, which holds no secret (keys are only ever read from the environment)."""
+    logged is the run's own, which holds no secret (keys are only ever read from the environment).
 
-    def __init__(self, config: RunConfig):
+    Its run is written under ``folder`` (default the run's folder; ``eval --out DIR``'s is DIR), and
+    W&B's own messages (its banner, the run history and summary, the sync hint) are silenced: one line
+    says where the run is (its folder; online, its page)."""
+
+    def __init__(self, config: RunConfig, folder: str | Path | None = None):
         self.run = None
         if config.logging.wandb and config.logging.wandb_mode != "disabled":
             import wandb
 
-            config.run_dir.mkdir(parents=True, exist_ok=True)
+            folder = Path(folder or config.run_dir)
+            folder.mkdir(parents=True, exist_ok=True)
             self.run = wandb.init(
                 project=config.logging.project,
                 name=config.name,
                 mode=config.logging.wandb_mode,
-                dir=str(config.run_dir),
+                dir=str(folder),
                 config=to_dict(config),
                 reinit="finish_previous",
+                settings=wandb.Settings(silent=True),  # failures still raise; its ~35 lines of chatter go
             )
+            if self.run is not None and not self.run.disabled:
+                online = config.logging.wandb_mode == "online" and self.run.url
+                where = self.run.url if online else Path(self.run.dir).parent
+                log.info("W&B run (%s): %s", config.logging.wandb_mode, where)
 
     def log(self, metrics: dict, step: int | None = None) -> None:
         if self.run is not None:
@@ -278,7 +298,7 @@ def run_eval(
         extra,
     )
     if log_to_wandb:
-        logger = Logger(config)
+        logger = Logger(config, out_dir)
         logger.log(
             {f"eval/{name}/accuracy": m["accuracy"] for name, m in block.items()}
             | {f"eval/{name}/avg_tools": m["avg_tools"] for name, m in block.items()}
@@ -395,7 +415,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
                 fitted = fit_backoff(plugin_dir, splits.train, splits.dev, config.policy.router.backoff)
             summary["backoff"] = {k: v for k, v in fitted.items() if k != "curve"}
         if config.policy.kind == "router":
-            from .evaluation.report import plot_training
+            from .evaluation.plots import plot_training
 
             with phases("training plot"):
                 plot_training(run_dir / "train_log.jsonl", run_dir / "training.png", config.tools.tool_ids)

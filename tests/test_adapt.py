@@ -241,8 +241,10 @@ def test_autagent_adapt_spends_at_most_its_budget_cross_validates_and_says_so(tr
     fast += ["--set", "table.crossval.grid={reward.tool_cost: [0.0, 0.05], grpo.learning_rate: [0.003]}"]
     command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "embedded", "--out", str(out), "--budget", "100"]
     assert main([*command, "--tool-cost", "0.01", *where, *fast]) == 0
-    printed = capsys.readouterr().out
+    printed, warned = capsys.readouterr()
     assert "answers: 100 of a budget of 100" in printed and "cross-validated (2 folds, price 0.01)" in printed
+    used = json.loads((out / "manifest.json").read_text())["metrics"]["training"]["table"]["queries"]
+    assert f"warning: the budget completed only {used} of " in warned  # a small budget, said
     manifest = json.loads((out / "manifest.json").read_text())
     training = manifest["metrics"]["training"]
     assert training["table"]["answers_spent"] == 100 and training["reasoner"].startswith("embedded-")

@@ -71,7 +71,10 @@ def test_train_then_resume_then_eval_select_answer(tiny_config, tiny_bench, tmp_
         metrics["plugin"]["content_hash"] == json.loads((run_dir / "plugin/manifest.json").read_text())["content_hash"]
     )
     card = (run_dir / "plugin" / "README.md").read_text()  # the model card gained the run's evaluation table
-    assert f"| policy | {100 * metrics['methods']['policy']['accuracy']:.1f} |" in card
+    policy = metrics["methods"]["policy"]  # under the report's names, with its interval
+    low, high = policy["interval_95"]
+    assert f"| AuTAgent (trained policy) | {100 * policy['accuracy']:.1f} | {100 * low:.1f}–{100 * high:.1f} |" in card
+    assert "| policy |" not in card and "| no_tool |" not in card and "Small sample" in card
     for name in (
         "config.yaml",
         "report.md",
@@ -137,8 +140,32 @@ def test_train_then_resume_then_eval_select_answer(tiny_config, tiny_bench, tmp_
         )
         == 0
     )
-    reply = json.loads(capsys.readouterr().out)
+    out, err = capsys.readouterr()
+    reply = json.loads(out)
     assert reply["answer"] in sample.choices and len(reply["records"]) == len(reply["tools"])
+    assert "loading the plugin" in err and "asking it" in err  # what it waits for, said
+
+    # select: one clip, then many in one load (a JSONL file, a folder), the same choice for each
+    plugin = ["select", "--plugin", str(run_dir / "plugin")]
+    singles = []
+    for s in tiny_bench["test"][:3]:
+        assert main([*plugin, "--audio", s.audio, "--question", s.question, "--choices", *s.choices]) == 0
+        singles.append(json.loads(capsys.readouterr().out))
+        assert [t for t, p in singles[-1]["probabilities"].items() if p > 0.5] == singles[-1]["tools"]
+    batch = tmp_path / "batch.jsonl"
+    rows = [{"audio": s.audio, "question": s.question, "choices": list(s.choices)} for s in tiny_bench["test"][:3]]
+    batch.write_text("\n".join(json.dumps(r) for r in rows))
+    assert main([*plugin, "--batch", str(batch)]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [line["tools"] for line in lines] == [single["tools"] for single in singles]
+    clips = tmp_path / "clips"
+    clips.mkdir()
+    for i, s in enumerate(tiny_bench["test"][:3]):
+        shutil.copy(s.audio, clips / f"{i}.wav")
+    (clips / "notes.txt").write_text("not a clip: left alone")
+    assert main([*plugin, "--batch", str(clips), "--question", "What is the tempo?"]) == 0
+    lines = [json.loads(line) for line in capsys.readouterr().out.splitlines()]
+    assert [Path(line["audio"]).name for line in lines] == ["0.wav", "1.wav", "2.wav"]
 
 
 def test_an_ensemble_trains_its_members_apart_resumes_each_and_selects_by_their_mean(tiny_config, tiny_bench):
@@ -229,7 +256,8 @@ def test_a_router_run_fits_its_backoff_on_the_plugin_and_autagent_plugin_backoff
 
 
 def test_an_eval_over_broken_rows_and_clips_counts_every_row(tiny_config, tiny_bench, tmp_path):
-    """Missing, empty and corrupt clips and unscorable rows: the eval finishes, every row is counted."""
+    """Missing, empty and corrupt clips and unscorable rows: the eval finishes, every row is counted; the
+    clips are checked as the file loads, so their rows are named unscorable and no tool runs on them."""
     config, _ = tiny_config
     rows = json.loads(tiny_bench["paths"]["test"].read_text())[:6]
     folder = tmp_path / "broken"
@@ -260,10 +288,12 @@ def test_an_eval_over_broken_rows_and_clips_counts_every_row(tiny_config, tiny_b
         == 0
     )
     metrics = json.loads((out / "metrics.json").read_text())
-    assert metrics["n"] == 6 and len(metrics["unscorable"]) == 1
+    assert metrics["n"] == 6 and [u["row"] for u in metrics["unscorable"]] == [0, 1, 2, 3]
+    reasons = [u["reason"] for u in metrics["unscorable"]]
+    assert "file not found" in reasons[0] and "empty" in reasons[1] and "cannot decode" in reasons[2]
     no_tool = metrics["methods"]["no_tool"]
     assert no_tool["n"] == 6 and no_tool["errors"] == 4 and no_tool["official"]["n"] == 2
-    assert all(metrics["tool_errors"].get(t) == 3 for t in tiny_bench["tools"])
+    assert not metrics["tool_errors"]  # no tool was run on a clip that cannot be read
     predictions = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
     assert len(predictions) == 6 * 3 and sum(1 for p in predictions if p.get("error")) >= 12
 
@@ -465,3 +495,52 @@ def test_training_against_a_reasoner_server_that_is_down_stops_with_one_clear_li
     assert len(errors) == 1 and errors[0].startswith("autagent: error: reasoner http://127.0.0.1:9/v1 (model "), err
     assert "last failure: ConnectionError" in errors[0] and "Traceback" not in err
     assert not (run_dir / "plugin").exists()
+
+
+def test_data_validate_checks_what_eval_needs_and_eval_names_the_rows_it_could_not_score(tiny_bench, tmp_path, capsys):
+    """A 7-row MMAU file with a missing clip, a text file named .wav, a repeated id and repeated choices:
+    validate rejects those four rows (exit 1, or 0 with --allow-rejects), counts only the usable rows per
+    domain; eval scores the file and names each row it could not score."""
+    good = tiny_bench["test"][:3]
+    rows = [s.to_mmau() for s in good]
+    (tmp_path / "text.wav").write_text("not audio\n")
+    rows.append({**rows[0], "id": "missing", "audio_id": str(tmp_path / "missing.wav"), "task": "rare"})
+    rows.append({**rows[1], "id": "text", "audio_id": str(tmp_path / "text.wav"), "task": "rare"})
+    rows.append({**rows[2], "task": "rare"})  # the id of row 2 again
+    rows.append({**rows[0], "id": "twice", "choices": ["a", "b", "a "], "answer": "b", "task": "rare"})
+    dataset = tmp_path / "mmau.json"
+    dataset.write_text(json.dumps(rows))
+
+    assert main(["data", "validate", str(dataset)]) == 1
+    out, err = capsys.readouterr()
+    report = json.loads(out)
+    reasons = {r["row"]: r["reason"] for r in report["rejected"]}
+    assert report["loaded"] == 3 and set(reasons) == {3, 4, 5, 6}, reasons
+    assert "file not found" in reasons[3] and "cannot decode audio" in reasons[4]
+    assert "row 2's id" in reasons[5] and "twice" in reasons[6]
+    assert "rare" not in report["by_domain"] and sum(report["by_domain"].values()) == 3  # usable rows only
+    assert "4 of 7 rows rejected" in err and "--allow-rejects" in err
+    assert main(["data", "validate", str(dataset), "--allow-rejects"]) == 0
+    capsys.readouterr()
+
+    config = tmp_path / "eval.yaml"
+    tools = {"executor": "local", "cache_dir": str(tiny_bench["cache"]), "enabled": list(tiny_bench["tools"])}
+    config.write_text(
+        yaml.safe_dump(
+            {
+                "name": "eval",
+                "output_dir": str(tmp_path / "runs"),
+                "answer_cache_dir": str(tmp_path / "answers"),
+                "data": {"test": str(dataset)},
+                "tools": tools,
+                "eval": {"methods": ["no_tool", "all_tools"], "plots": False},
+                "logging": {"wandb": False, "progress": False},
+            }
+        )
+    )
+    assert main(["eval", "--config", str(config), "--out", str(tmp_path / "out")]) == 0
+    out = capsys.readouterr().out
+    assert "could not score 4 of 7 rows" in out
+    assert f"row 3 (missing): field 'audio': {tmp_path / 'missing.wav'}: file not found" in out
+    metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
+    assert metrics["methods"]["no_tool"]["n"] == 7 and metrics["methods"]["no_tool"]["official"]["n"] == 3

@@ -143,7 +143,8 @@ def test_files_that_cannot_be_read_name_the_file(tmp_path):
 
 
 def test_data_validate_prints_one_json_object(tmp_path, capsys):
-    assert main(["data", "validate", str(_mmar_quirks(tmp_path))]) == 0
+    fields_only = ["--skip-audio", "--allow-rejects"]  # the quirks file's clips are not here
+    assert main(["data", "validate", str(_mmar_quirks(tmp_path)), *fields_only]) == 0
     report = json.loads(capsys.readouterr().out)
     assert (report["rows"], report["loaded"], len(report["rejected"])) == (6, 3, 3)
     assert {r["id"] for r in report["rejected"]} == {"mmar-4", "row-4", "mmar-6"}
@@ -151,6 +152,7 @@ def test_data_validate_prints_one_json_object(tmp_path, capsys):
     empty = tmp_path / "empty.jsonl"
     empty.write_text(json.dumps({"id": "x"}) + "\n")
     assert main(["data", "validate", str(empty)]) == 1  # no usable row
+    assert main(["data", "validate", str(_mmar_quirks(tmp_path)), "--skip-audio"]) == 1  # rejects, not allowed
 
 
 # ---- the embedded benchmark ------------------------------------------------------------------------------

@@ -238,7 +238,7 @@ def test_cli_select_verify_and_pin(exported, click_wav, tmp_path, capsys):
     _edit_manifest(bad, lambda m: m["files"].update({"../x.json": {"sha256": "0" * 64, "size": 1}}))
     code, out, err = cli("plugin", "verify", str(bad))
     assert code == 1 and "reaches outside" in json.loads(out)["checks"]["files_and_hash"]
-    code, out, err = cli("select", "--plugin", str(tmp_path), "--audio", "x.wav", "--question", "q")
+    code, out, err = cli("select", "--plugin", str(tmp_path), "--audio", str(click_wav[0]), "--question", "q")
     assert code == 2 and "not a plugin (no manifest.json)" in err
 
 

@@ -207,7 +207,9 @@ def test_the_backoff_calls_the_tool_unfamiliar_words_point_to_where_the_silent_r
         assert [t for t, on in zip(FIVE, parts.selection[row]) if on] == [tool]
         why = parts.explain(row, list(FIVE), 0.0, "fill")
         assert why["tools"][tool]["called"] and why["tools"][tool]["backoff_decided"]
-        assert why["unfamiliar_inputs"] and why["tools"][tool]["probability"] < 0.5
+        assert why["unfamiliar_inputs"] and why["tools"][tool]["router_probability"] < 0.5
+        # the probability shown is the one that decided: the head's, above one half where the tool is called
+        assert why["tools"][tool]["decided_by"] == "back-off" and why["tools"][tool]["probability"] > 0.5
 
 
 def test_familiar_queries_keep_the_routers_selection_bit_for_bit_under_either_rule(featurizer):
@@ -240,7 +242,9 @@ def test_calibration_sets_the_offset_with_the_best_f1_and_the_lowest_on_a_tie():
     assert len(result["curve"]) == 33 and result["curve"][0]["f1"] == 0.0
 
 
-def test_a_plugin_with_a_backoff_selects_familiar_queries_as_before_and_explains_why(featurizer, tmp_path, capsys):
+def test_a_plugin_with_a_backoff_selects_familiar_queries_as_before_and_explains_why(
+    featurizer, tmp_path, capsys, melody_wav
+):
     import shutil
 
     from autagent.api import load
@@ -261,14 +265,22 @@ def test_a_plugin_with_a_backoff_selects_familiar_queries_as_before_and_explains
     assert new.select_many(familiar) == old.select_many(familiar)
     question, choices, tool = UNFAMILIAR[0]
     assert old.select("", question, choices) == [] and new.select("", question, choices) == [tool]
-    assert main(["select", "--plugin", str(tmp_path / "q"), "--audio", "", "--question", question, "--choices",
-                 *choices, "--explain"]) == 0  # fmt: skip
+    clip = str(melody_wav[0])  # the router reads no audio; the command checks the clip all the same
+    assert main(["select", "--plugin", str(tmp_path / "q"), "--audio", clip, "--question", question, "--choices",
+                 *choices, "--explain", "--json"]) == 0  # fmt: skip
     reply = json.loads(capsys.readouterr().out)
     assert reply["tools"] == [tool] and reply["explain"]["tools"][tool]["backoff_decided"]
+    assert reply["probabilities"][tool] > 0.5  # the probability that decided: the head's, not the silent router's
     assert "question" in reply["explain"]["unfamiliar_inputs"] and reply["explain"]["backoff"]["rule"] == "fill"
     assert set(reply["explain"]["tools"]) == set(FIVE) and not reply["explain"]["tools"]["pitch"]["called"]
-    assert main(["select", "--plugin", str(before), "--audio", "", "--question", question, "--explain"]) == 0
+    explain = ["--question", question, "--explain", "--json"]
+    assert main(["select", "--plugin", str(before), "--audio", clip, *explain]) == 0
     assert json.loads(capsys.readouterr().out)["explain"]["backoff"] is None
+    assert main(["select", "--plugin", str(tmp_path / "q"), "--audio", clip, "--question", question, "--choices",
+                 *choices, "--explain"]) == 0  # fmt: skip
+    table = capsys.readouterr().out  # for people: who decided each tool, and the probability that decided
+    row = next(line.split() for line in table.splitlines() if line.startswith(tool + " "))
+    assert f"tools called: {tool}" in table and row[1:3] == ["yes", "back-off"] and float(row[3]) > 0.5
     (tmp_path / "q" / BACKOFF_FILE).write_bytes((tmp_path / "q" / BACKOFF_FILE).read_bytes()[:-4] + b"\0\0\0\0")
     with pytest.raises(PluginError, match="does not match its digest"):
         load(tmp_path / "q")
@@ -323,3 +335,33 @@ def test_v1_select_explains_its_choice_when_asked(featurizer, tmp_path, melody_w
     entry = told["explain"]["tools"][tool]
     assert entry["backoff_decided"] and entry["called"] == (tool in told["tools"])
     assert entry["probability"] == told["probabilities"][tool] and told["explain"]["unfamiliar_inputs"]
+
+
+@pytest.mark.parametrize("rule", ["vote", "fill"])
+def test_the_probability_explain_shows_is_the_one_that_decided_and_agrees_with_the_call(rule):
+    """The issue's case: tools ["asr", "emotion"] while the router gives emotion 0.37, because the back-off
+    decided. What ``explain`` (and so ``select``'s probabilities) shows per tool is the probability that
+    decided: above one half exactly where the tool is called, on familiar and unfamiliar queries alike."""
+    from autagent.policies.router.backoff import Backoff, BackoffConfig, Decision
+
+    torch.manual_seed(0)
+    backoff = Backoff({"question": (0, 4)}, 4, BackoffConfig(rule=rule, inputs={"question": 0.01}))
+    router_p = torch.rand(64, 3)
+    router_p[0] = torch.tensor([0.9, 0.37, 0.1])  # asr, emotion, tempo
+    router_selection = (router_p > 0.5).float()
+    router_selection[1:8] = 0  # silent rows, where fill lets the head speak
+    router_p[1:8] = router_p[1:8] * 0.5
+    logits = torch.randn(64, 3) * 3
+    logits[0] = torch.tensor([2.0, 2.0, -3.0])
+    unfamiliar = torch.rand(64) > 0.3
+    unfamiliar[0] = True
+    parts = Decision(router_selection, router_p, logits, torch.ones(64, 3), unfamiliar, {})
+    parts.selection = backoff.select(parts, 0.0)
+    for row in range(64):
+        why = parts.explain(row, ["asr", "emotion", "tempo"], 0.0, rule)["tools"]
+        for tool, entry in why.items():
+            assert entry["called"] == (entry["probability"] > 0.5), (row, tool, entry)
+            assert entry["decided_by"] == ("back-off" if entry["backoff_decided"] else "router")
+    if rule == "vote":
+        emotion = parts.explain(0, ["asr", "emotion", "tempo"], 0.0, rule)["tools"]["emotion"]
+        assert emotion["called"] and emotion["router_probability"] == 0.37 and emotion["probability"] > 0.5

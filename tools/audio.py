@@ -67,7 +67,8 @@ def _read_any(path: Path, max_seconds: float | None = None) -> tuple[np.ndarray,
                 data, sr = librosa.load(str(path), sr=None, mono=False, duration=max_seconds or None)
             return np.atleast_2d(data).astype(np.float32), int(sr)
         except Exception as fallback_error:  # noqa: BLE001
-            raise AudioError(path, f"cannot decode audio ({sf_error}; {fallback_error})") from fallback_error
+            second = str(fallback_error) or type(fallback_error).__name__  # audioread's NoBackendError says nothing
+            raise AudioError(path, f"cannot decode audio ({sf_error}; ffmpeg: {second})") from fallback_error
 
 
 def check_file(path: Path) -> int:
@@ -93,8 +94,9 @@ def file_info(path: Path):
     return info
 
 
-def load_audio(path: str | Path, sample_rate: int | None = None, max_seconds: float | None = None) -> Audio:
-    """Load ``path`` as mono float32, resampled to ``sample_rate`` (native if None), cut at ``max_seconds``."""
+def decode(path: str | Path, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
+    """``[channels, samples]`` and the sample rate of a regular, non-empty file that decodes to finite
+    samples (silence included: a dataset check asks only this); :class:`AudioError` otherwise."""
     path = Path(path)
     if check_file(path) == 0:
         raise AudioError(path, "file is empty (0 bytes)")
@@ -103,6 +105,13 @@ def load_audio(path: str | Path, sample_rate: int | None = None, max_seconds: fl
         raise AudioError(path, "no audio samples")
     if not np.all(np.isfinite(channels)):
         raise AudioError(path, "samples contain NaN or infinity")
+    return channels, sr
+
+
+def load_audio(path: str | Path, sample_rate: int | None = None, max_seconds: float | None = None) -> Audio:
+    """Load ``path`` as mono float32, resampled to ``sample_rate`` (native if None), cut at ``max_seconds``."""
+    path = Path(path)
+    channels, sr = decode(path, max_seconds)
     mono = channels.mean(axis=0)
     if max_seconds is not None and max_seconds > 0:
         mono = mono[: int(round(max_seconds * sr))]

@@ -163,6 +163,7 @@ class ToolPool:
             else:
                 # "local": a new Ray of our own even when another process left one running on this
                 # machine (ray.init's default would join it, then refuse num_cpus)
+                _quiet_auth_notice()
                 ray.init(
                     address="local",
                     num_cpus=max(os.cpu_count() or 1, 1),
@@ -296,7 +297,11 @@ class ToolPool:
                             record = make_record(tool_id, *self.runner.identity(tool_id), error=str(err))
                             results[i][tool_id] = self._count(record)
             pending = {t: jobs for t, jobs in pending.items() if jobs}
+        if pending and progress and self.config.executor == "ray":
+            self._ensure_ray()  # before the bar: Ray's start is not a tool call (the bar says how long it took)
         bar = _progress(sum(len(v) for v in pending.values()), progress) if pending else None  # none: all cached
+        if bar is not None and self.ray_start_s:
+            bar.set_postfix_str(f"Ray started in {self.ray_start_s:.1f} s", refresh=False)
         compute = self._compute_local if self.config.executor == "local" else self._compute_ray
         self._started = time.perf_counter()
         for i, tool_id, key, record in compute(pending, sources) if pending else ():
@@ -386,6 +391,22 @@ class ToolPool:
             self._timed(tool_id, sent)
             for (i, key), record in zip(chunk, records):
                 yield i, tool_id, key, record
+
+
+AUTH_NOTICE = "Token authentication is enabled for this Ray cluster"
+
+
+def _quiet_auth_notice() -> None:
+    """Token authentication stays on (Ray's default for a new local cluster); only its notice, which
+    invites users to set ``RAY_AUTH_MODE=disabled``, is not shown (every other Ray warning is)."""
+    import logging
+
+    auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    if not any(getattr(f, "autagent", False) for f in auth_log.filters):
+        notice = logging.Filter()
+        notice.filter = lambda record: not record.getMessage().startswith(AUTH_NOTICE)
+        notice.autagent = True
+        auth_log.addFilter(notice)
 
 
 def _progress(total: int, enabled: bool):

@@ -38,6 +38,14 @@ class ToolRegistryError(ValueError):
     pass
 
 
+class UnknownToolError(ToolRegistryError, KeyError):
+    """A tool id nothing registered (``--tools tempoo``): a :class:`ToolRegistryError`, so the command line
+    says it in one line, and a ``KeyError`` for callers that look a tool up."""
+
+    def __str__(self) -> str:  # a KeyError's str() would quote the whole message
+        return str(self.args[0]) if self.args else ""
+
+
 def register(spec: ToolSpec, origin: str = "code") -> ToolSpec:
     """Add ``spec``; registering another tool under a taken id is an error naming both origins."""
     if not isinstance(spec, ToolSpec):
@@ -117,7 +125,7 @@ def get_tool(tool_id: str) -> ToolSpec:
     try:
         return _tools[tool_id]
     except KeyError:
-        raise KeyError(f"unknown tool {tool_id!r}; registered tools: {', '.join(sorted(_tools))}") from None
+        raise UnknownToolError(f"unknown tool {tool_id!r}; registered tools: {', '.join(sorted(_tools))}") from None
 
 
 def registered() -> list[ToolSpec]:

@@ -2,8 +2,9 @@
 JSONL) and AVQA as R1-AQA uses it (JSONL, integer ``answer`` indexing ``multi_choice``).
 
 A bad row never fails the file.  Each row becomes a :class:`Sample`; a row that cannot be scored
-(no question, fewer than two usable choices, an answer that is none of the choices, a broken JSON
-line...) becomes an *unscorable* sample (``meta["unscorable"]`` holds the reason) that evaluation
+(no question, fewer than two usable choices, choices that repeat, an answer that is none of the
+choices, an ``id`` an earlier row has, a broken JSON line, and with ``check_audio`` a clip that is
+missing or does not decode...) becomes an *unscorable* sample (``meta["unscorable"]`` holds the reason) that evaluation
 counts in ``n`` and as wrong, and that :class:`Loaded` reports as ``rejected`` (row, id, reason).
 Quirks of the published files handled as data:
 
@@ -59,16 +60,17 @@ class Loaded:
     def summary(self) -> dict:
         """What ``autagent data validate`` prints."""
 
-        def counts(key):
-            return dict(sorted(Counter(key(s) for s in self.samples if key(s)).items()))
+        def counts(key):  # the usable rows only: what evaluation will score
+            return dict(sorted(Counter(key(s) for s in self.scorable if key(s)).items()))
 
+        usable = self.scorable
         return {
             "file": self.path,
             "format": self.format,
             "rows": self.rows,
-            "loaded": len(self.scorable),
+            "loaded": len(usable),
             "rejected": self.rejected,
-            "usable": bool(self.scorable),
+            "usable": bool(usable),
             "by_domain": counts(lambda s: s.domain),
             "by_category": counts(lambda s: s.category),
             "by_subcategory": counts(lambda s: s.meta.get("sub-category")),
@@ -106,6 +108,11 @@ def _choices(row, name) -> tuple[str, ...]:
     )
     if len(choices) < 2:
         raise RowError(name, "needs at least two non-empty choices")
+    seen: set[str] = set()
+    for choice in choices:
+        if _normalise(choice) in seen:  # the answer could not say which one is meant
+            raise RowError(name, f"{choice[:80]!r} is there twice")
+        seen.add(_normalise(choice))
     return choices
 
 
@@ -210,8 +217,16 @@ def detect_format(rows: list) -> str:
     return "mmau"
 
 
-def load(path: str | Path, fmt: str = "auto", limit: int | None = None, audio_wording: bool = False) -> Loaded:
-    """Every row of an MMAU / MMAR / AVQA file (``fmt="auto"`` detects it from the first row's fields)."""
+def load(
+    path: str | Path,
+    fmt: str = "auto",
+    limit: int | None = None,
+    audio_wording: bool = False,
+    check_audio: Callable[[str], object] | None = None,
+) -> Loaded:
+    """Every row of an MMAU / MMAR / AVQA file (``fmt="auto"`` detects it from the first row's fields).
+    ``check_audio(path)`` raises ``ValueError`` naming the reason for a clip that cannot be used (the
+    tools' audio loader: this layer reads no audio itself); its rows are rejected."""
     path = Path(path)
     rows = read_rows(path)
     fmt = detect_format(rows) if fmt == "auto" else fmt
@@ -220,7 +235,8 @@ def load(path: str | Path, fmt: str = "auto", limit: int | None = None, audio_wo
     parse, _, known = FORMATS[fmt]
     rows = rows[:limit] if limit else rows
     loaded = Loaded(str(path), fmt, [], rows=len(rows))
-    seen: set[str] = set()
+    seen: dict[str, int] = {}
+    clips: dict[str, str | None] = {}  # clip -> why it cannot be used (None: it can), each checked once
     for i, row in enumerate(rows):
         raw_id = row.get("id") if isinstance(row, dict) else None
         sample_id = (
@@ -228,15 +244,22 @@ def load(path: str | Path, fmt: str = "auto", limit: int | None = None, audio_wo
             if isinstance(raw_id, (str, int)) and not isinstance(raw_id, bool) and str(raw_id).strip()
             else f"row-{i}"
         )
-        if sample_id in seen:
+        first = seen.setdefault(sample_id, i)
+        if first != i:
             sample_id = f"{sample_id}#row-{i}"
-        seen.add(sample_id)
         try:
             if isinstance(row, RowError):
                 raise row
             if not isinstance(row, dict):
                 raise RowError(None, f"expected an object, got {type(row).__name__}")
+            if first != i:  # predictions, records and reports are keyed by id
+                raise RowError("id", f"{raw_id!r} is row {first}'s id too")
             fields = parse(path, row, audio_wording) if fmt == "avqa" else parse(path, row)
+            if check_audio is not None:
+                if fields["audio"] not in clips:
+                    clips[fields["audio"]] = _unusable(check_audio, fields["audio"])
+                if clips[fields["audio"]]:
+                    raise RowError("audio", clips[fields["audio"]])
             meta = {k: v for k, v in row.items() if k not in known}
             loaded.samples.append(Sample(id=sample_id, meta={**meta, "row": i}, **fields))
         except RowError as err:
@@ -260,6 +283,15 @@ def load(path: str | Path, fmt: str = "auto", limit: int | None = None, audio_wo
                 )
             )
     return loaded
+
+
+def _unusable(check_audio: Callable[[str], object], audio: str) -> str | None:
+    """Why ``check_audio`` refuses the clip (None when it does not)."""
+    try:
+        check_audio(audio)
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 def load_dataset(

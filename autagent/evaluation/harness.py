@@ -31,6 +31,7 @@ from ..data.sample import Sample
 from ..policies.baselines import DescriptionSelector, RandomSelector, all_subsets
 from ..reasoners.base import ask_with_records
 from ..reasoners.tool_loop import AgenticConfig, AgenticRun, ItemResult
+from .report import wilson
 
 Subset = tuple[str, ...]
 METHODS = (
@@ -198,12 +199,18 @@ def labelled_subsets(samples: list[Sample], tool_ids: Subset) -> list[Subset] | 
 
 
 def _rates(samples, result: MethodResult, key: Callable) -> dict:
+    """Accuracy and n per value of ``key``, and the domains its rows are from (a report's tables are
+    split by domain)."""
     groups: dict[str, list[bool]] = defaultdict(list)
+    domains: dict[str, set[str]] = defaultdict(set)
     for sample, ok in zip(samples, result.correct):
         value = key(sample)
         if value:
             groups[str(value)].append(ok)
-    return {k: {"accuracy": sum(v) / len(v), "n": len(v)} for k, v in sorted(groups.items())}
+            domains[str(value)].add(sample.domain or "all")
+    return {
+        k: {"accuracy": sum(v) / len(v), "n": len(v), "domains": sorted(domains[k])} for k, v in sorted(groups.items())
+    }
 
 
 def summarise(samples: list[Sample], result: MethodResult, tool_ids) -> dict:
@@ -211,8 +218,11 @@ def summarise(samples: list[Sample], result: MethodResult, tool_ids) -> dict:
     official = [official_correct(s, p) for s, p in zip(samples, result.predictions)]
     scored = [x for x in official if x is not None]
     calls = Counter(t for sub in result.subsets for t in sub)
+    per_domain = _rates(samples, result, lambda s: s.domain or "all")
+    accuracy = sum(result.correct) / n if n else 0.0
     return {
-        "accuracy": sum(result.correct) / n if n else 0.0,
+        "accuracy": accuracy,
+        "interval_95": [round(bound, 4) for bound in wilson(accuracy, n)],  # Wilson's, over the n rows
         "n": n,
         "official": {
             "accuracy": sum(scored) / len(scored) if scored else 0.0,
@@ -220,7 +230,8 @@ def summarise(samples: list[Sample], result: MethodResult, tool_ids) -> dict:
             "skipped": n - len(scored),
         },
         "errors": sum(e is not None for e in result.errors),
-        "by_domain": {d: v["accuracy"] for d, v in _rates(samples, result, lambda s: s.domain or "all").items()},
+        "by_domain": {d: v["accuracy"] for d, v in per_domain.items()},
+        "by_domain_n": {d: v["n"] for d, v in per_domain.items()},
         "by_category": _rates(samples, result, lambda s: s.category),
         "by_subcategory": _rates(samples, result, lambda s: s.meta.get("sub-category")),
         "avg_tools": sum(len(s) for s in result.subsets) / n if n else 0.0,
@@ -395,7 +406,8 @@ def write_outputs(
     extra: dict | None = None,
 ) -> dict:
     """Write metrics.json, predictions.jsonl, report.md and the plots; return the metrics."""
-    from .report import markdown_report, plot_accuracy, plot_tool_calls
+    from .plots import plot_accuracy, plot_tool_calls
+    from .report import label, markdown_report
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -404,6 +416,7 @@ def write_outputs(
         "reasoner": reasoner_name,
         "n": len(samples),
         "tools": list(tool_ids),
+        "labels": {name: label(name) for name in block},  # the names reports, plots and the model card show
         "unscorable": [
             {"id": s.id, "row": s.meta.get("row"), "reason": s.meta["unscorable"]}
             for s in samples

@@ -93,22 +93,36 @@ def timings_of(phases: Phases, pool, answers: dict[str, float], routers: list[fl
 
 
 def table(timings: dict) -> list[str]:
-    """report.md's section: one row per phase, the tools, routers and reasoner answers under theirs."""
+    """report.md's section: one row per phase (wall time), the parts of a phase under it (·), and the
+    tools' own time apart, as worker time: summed over their calls and replicas, which run side by side,
+    so it can exceed the wall time of the phase they ran in."""
     phases, tools = timings.get("phases") or {}, timings.get("tools") or {}
     answers = timings.get("reasoner") or {}
-    lines = ["", "## Where the time went", "", "| phase | seconds |", "|---|---|"]
+    lines = [
+        "",
+        "## Where the time went",
+        "",
+        "Wall: seconds that passed (a · row is part of the phase above it). Worker: seconds a tool's calls "
+        "took in its workers, model loads included, summed over its clips and replicas; tools run side by "
+        "side, so their worker seconds add up to more than the phase's wall time. Done at: when its last "
+        "record came back, in wall seconds from the start of its calls.",
+        "",
+        "| phase | wall (s) | worker (s) | done at (s) |",
+        "|---|---|---|---|",
+    ]
     for name, seconds in phases.items():
-        lines.append(f"| {'**total**' if name == 'total' else name} | {seconds:.1f} |")
+        lines.append(f"| {'**total**' if name == 'total' else name} | {seconds:.1f} | | |")
         if name == "tool records":
+            if timings.get("ray_start_s"):
+                lines.append(f"| · Ray start | {timings['ray_start_s']:.1f} | | |")
             for tool, t in tools.items():
-                lines.append(
-                    f"| · {tool}: its calls (start-up included), last record at {t['last_s']:.1f} s | "
-                    f"{t['busy_s']:.1f} |"
-                )
+                lines.append(f"| · {tool}'s calls | | {t['busy_s']:.1f} | {t['last_s']:.1f} |")
         if name in ("training", "evaluation"):
             for m, seconds_m in enumerate(timings.get("routers", []) if name == "training" else []):
-                lines.append(f"| · router {m}: GRPO steps | {seconds_m:.1f} |")
+                lines.append(f"| · router {m}: GRPO steps | {seconds_m:.1f} | | |")
             if f"{name}_asked_s" in answers:
-                lines.append(f"| · reasoner answers asked (answer cache included) | {answers[f'{name}_asked_s']:.1f} |")
-                lines.append(f"| · reasoner answers computed | {answers[f'{name}_computed_s']:.1f} |")
+                lines.append(
+                    f"| · reasoner answers asked (answer cache included) | {answers[f'{name}_asked_s']:.1f} | | |"
+                )
+                lines.append(f"| · reasoner answers computed | {answers[f'{name}_computed_s']:.1f} | | |")
     return lines

@@ -16,19 +16,28 @@ def config_digest(training_config: dict) -> str:
     return hashlib.sha256(json.dumps(training_config, sort_keys=True, default=str).encode()).hexdigest()
 
 
+SMALL_SAMPLE = 100
+"""Under this many questions the card says the figures are mostly noise (as report.md does)."""
+
+
 def evaluation_table(metrics: dict | None) -> list[str]:
-    """The run's methods on its test split (accuracy in %, average tools), or a line saying there is none."""
+    """The run's methods on its test split, under the names its report uses: accuracy in % with its 95 %
+    Wilson interval, average tools; a warning under :data:`SMALL_SAMPLE` questions; or a line saying
+    there is no evaluation."""
     if not metrics or not metrics.get("methods"):
         return ["Not evaluated yet: `autagent eval --plugin <this folder> --dataset <file>` measures it."]
-    lines = [
-        f"{metrics.get('dataset', 'test')} ({metrics.get('n', '?')} questions), reasoner "
-        f"`{metrics.get('reasoner', '?')}`:",
-        "",
-        "| method | accuracy (%) | avg tools |",
-        "|---|---|---|",
-    ]
+    n, labels = metrics.get("n", 0), metrics.get("labels") or {}
+    reasoner = str(metrics.get("reasoner", "?")).split(":")[0]
+    lines = [f"{metrics.get('dataset', 'test')} ({n} questions), reasoner `{reasoner}`:", ""]
+    if isinstance(n, int) and n < SMALL_SAMPLE:
+        lines += [f"**Small sample ({n} < {SMALL_SAMPLE} questions): differences inside the intervals are noise.**", ""]
+    lines += ["| method | accuracy (%) | 95 % interval | avg tools |", "|---|---|---|---|"]
     for name, method in metrics["methods"].items():
-        lines.append(f"| {name} | {100 * method['accuracy']:.1f} | {method['avg_tools']:.2f} |")
+        low, high = method.get("interval_95") or (None, None)
+        interval = "–" if low is None else f"{100 * low:.1f}–{100 * high:.1f}"
+        lines.append(
+            f"| {labels.get(name, name)} | {100 * method['accuracy']:.1f} | {interval} | {method['avg_tools']:.2f} |"
+        )
     return lines
 
 

@@ -172,22 +172,36 @@ class Decision:
         """``[B, T]`` σ(h + b) · veto: what the unfamiliar words point to, where the clip allows it."""
         return torch.sigmoid(self.head_logits + offset) * self.veto
 
+    def deciding(self, row: int, offset: float, rule: str) -> tuple[torch.Tensor, bool]:
+        """Query ``row``'s ``[T]`` probabilities that decided each learned tool (called where above one
+        half), and whether the back-off decided them: the router's on a familiar query (and under
+        ``fill`` where the router calls something), ½ router + ½ head under ``vote``, the head's under
+        ``fill`` where the router is silent."""
+        router_p, head_p = self.router_probabilities[row], self.head_probabilities(offset)[row]
+        if not bool(self.unfamiliar[row]):
+            return router_p, False
+        if rule == "vote":
+            return (router_p + head_p) / 2, True
+        if bool(self.router_selection[row].any()):
+            return router_p, False
+        return head_p, True
+
     def explain(self, row: int, tools: list[str], offset: float, rule: str) -> dict:
-        """Query ``row`` as JSON: each input's familiarity, and per learned tool the probabilities, whether
-        it is called and whether the back-off decided it."""
+        """Query ``row`` as JSON: each input's familiarity, and per learned tool whether it is called, who
+        decided (``decided_by``: the router or the back-off), the probability that decided (``probability``,
+        against one half), and the router's and the zero-shot head's own probabilities."""
         head_p = self.head_probabilities(offset)[row]
-        decided = bool(self.unfamiliar[row]) and (rule == "vote" or not bool(self.router_selection[row].any()))
+        deciding, decided = self.deciding(row, offset, rule)
         per_tool = {}
         for k, tool in enumerate(tools):
-            entry = {
-                "probability": round(float(self.router_probabilities[row, k]), 4),
-                "zero_shot_probability": round(float(head_p[k]), 4),
+            per_tool[tool] = {
                 "called": bool(self.selection[row, k] > 0.5),
+                "decided_by": "back-off" if decided else "router",
+                "probability": round(float(deciding[k]), 4),
+                "router_probability": round(float(self.router_probabilities[row, k]), 4),
+                "zero_shot_probability": round(float(head_p[k]), 4),
                 "backoff_decided": decided,
             }
-            if rule == "vote":
-                entry["backoff_probability"] = round(float(self.router_probabilities[row, k] + head_p[k]) / 2, 4)
-            per_tool[tool] = entry
         inputs = {
             name: {"nearest_training_cosine": round(float(closest[row]), 4), "unfamiliar": bool(mask[row])}
             for name, (closest, mask) in self.familiarity.items()

@@ -167,16 +167,15 @@ class RouterPlugin:
         return list(self.select_many([query])[0])
 
     def probabilities(self, audio: str, question: str, choices=()) -> dict[str, float]:
-        features = self.featurizer([question], [str(audio)], [tuple(choices)])
-        probs = self.router.tool_probabilities(features)
-        if self.head is not None:
-            added = added_logits(self.head, features, self.descriptions, len(self.learned_tools))
-            probs = torch.cat([probs, torch.sigmoid(added)], dim=1)
-        return {t: round(float(p), 4) for t, p in zip(self.tools, probs[0])}
+        """Each tool's probability that decided it (called where above one half): the router's, the
+        back-off's on a query worded unlike training, the zero-shot head's for a tool added after
+        training (:meth:`explain` says which)."""
+        return {tool: entry["probability"] for tool, entry in self.explain(audio, question, choices)["tools"].items()}
 
     def explain(self, audio: str, question: str, choices=()) -> dict:
-        """Why this query gets its tools: which text inputs are unfamiliar, and per tool the router's
-        probability, the zero-shot head's, whether it is called and whether the back-off decided it."""
+        """Why this query gets its tools: which text inputs are unfamiliar, and per tool whether it is
+        called, who decided (``decided_by``: ``router``, ``back-off`` or ``zero-shot head``), the
+        probability that decided (``probability``, against one half) and the parts' own probabilities."""
         features = self.featurizer([question], [str(audio)], [tuple(choices)])
         chosen = select_with_head(self.router, self.head, features, self.descriptions, self.backoff)[0]
         if self.backoff is not None:
@@ -189,14 +188,18 @@ class RouterPlugin:
             member = getattr(self.router, "members", [self.router])[0]
             blanked = [name for name, mask in member.unfamiliar(features).items() if bool(mask[0])]
             out = {"unfamiliar_inputs": blanked, "inputs": {}, "backoff": None, "tools": {}}
-            for k, tool in enumerate(self.learned_tools):
-                out["tools"][tool] = {"probability": round(float(probs[k]), 4), "backoff_decided": False}
+            for k, tool in enumerate(self.tools[: len(probs)]):  # a tool_conditioned router scores added tools
+                p = round(float(probs[k]), 4)
+                out["tools"][tool] = {"decided_by": "router", "probability": p, "router_probability": p}
+                out["tools"][tool]["backoff_decided"] = False
         if self.head is not None:
             added = torch.sigmoid(added_logits(self.head, features, self.descriptions, len(self.learned_tools)))[0]
             for k, tool in enumerate(self.zero_shot_tools):
-                out["tools"][tool] = {"zero_shot_probability": round(float(added[k]), 4), "backoff_decided": False}
+                p = round(float(added[k]), 4)
+                out["tools"][tool] = {"decided_by": "zero-shot head", "probability": p, "zero_shot_probability": p}
+                out["tools"][tool]["backoff_decided"] = False
         for tool, on in zip(self.tools, chosen):
-            out["tools"][tool]["called"] = bool(on > 0.5)
+            out["tools"][tool] = {"called": bool(on > 0.5), **out["tools"][tool]}
         return out
 
 

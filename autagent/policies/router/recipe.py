@@ -41,6 +41,8 @@ def fill_table(ctx, samples) -> tuple[AnswerTable, Budget, dict]:
     bar = tqdm(total=len(samples), desc="answer table", unit="query", disable=not ctx.config.logging.progress)
     try:
         table.fill(ctx.reasoner, ctx.records, budget, cfg.order_seed, cfg.items_per_call, bar, cfg.budget_counts)
+        if bar.n < len(samples):  # said on the bar, which would otherwise stop part-way like a hang
+            bar.set_postfix_str(f"stopped: the budget of {cfg.budget} answers is spent", refresh=False)
     finally:
         bar.close()
     summary = {
