@@ -193,3 +193,10 @@ def test_the_upstream_gets_clips_at_its_rate_or_none_at_all():
     assert for_upstream(messages, "send", 0) == messages
     dropped = for_upstream(messages, "drop", 16000)
     assert dropped == [messages[0], {"role": "user", "content": "What is it?"}]
+
+
+def test_the_vllm_launcher_says_what_is_missing(tmp_path, capsys):
+    from autagent.cli import main
+
+    assert main(["upstream", "start", "--model", str(tmp_path), "--venv", str(tmp_path / "none")]) == 2
+    assert "run `make setup-vllm` first" in capsys.readouterr().err
