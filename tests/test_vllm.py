@@ -32,7 +32,9 @@ pytestmark = [
 def _vllm(model, name: str, log: Path, *args: str):
     from autagent.serve.vllm import start
 
-    return start(model, args=["--served-model-name", name, *args], venv=VENV, log=log, timeout_s=900)
+    # eager: no compilation at start (minutes on a busy CPU)
+    args = ["--served-model-name", name, "--enforce-eager", *args]
+    return start(model, args=args, venv=VENV, log=log, timeout_s=1200)
 
 
 @pytest.fixture(scope="session")
@@ -214,7 +216,7 @@ def test_the_cascade_over_vllm_answers_as_the_cascade_in_process(vllm_text, tiny
     layout = CascadeReasonerConfig(dtype="float32", model_dir=str(vllm_text["folder"]))
     requests = _cascade_requests(tiny_bench)
     local = CascadeReasoner(layout).answer_many(requests)
-    config = OpenAIConfig(base_url=vllm_text["url"], model=TEXT_MODEL, audio="drop", scoring="logprobs")
+    config = OpenAIConfig(vllm_text["url"], TEXT_MODEL, audio="drop", scoring="logprobs", timeout_s=600.0)
     served = OpenAIReasoner(config, layout)
     remote = served.answer_many(requests)
     assert served.scoring_used == "logprobs" and all(r.error is None for r in remote)
@@ -245,7 +247,8 @@ def test_autagent_adapt_against_vllm_keeps_its_budget_and_eval_scores_the_plugin
         "tools": {"executor": "local", "cache_dir": str(tiny_bench["cache"]), "enabled": tools},
         "reasoner": {
             "kind": "openai",
-            "openai": {"base_url": vllm_text["url"], "model": TEXT_MODEL, "audio": "drop", "scoring": "logprobs"},
+            "openai": {"base_url": vllm_text["url"], "model": TEXT_MODEL, "audio": "drop", "scoring": "logprobs"}
+            | {"timeout_s": 600.0},
             "cascade": {"dtype": "float32"},
         },
         "eval": {"methods": ["no_tool", "all_tools", "policy"]},

@@ -71,8 +71,10 @@ class OpenAIConfig:
     sample_rate: int = 16000
     """Clips are sent at this rate (Hz), the rate the served audio model reads (Qwen2-Audio's 16 kHz): vLLM's
     CPU build cannot resample a clip itself (no torchaudio for its torch), and a smaller clip travels faster."""
-    prompts_per_request: int = 64
-    """With scoring: logprobs: prompts (one per choice) sent in one /v1/completions request."""
+    prompts_per_request: int = 16
+    """With scoring: logprobs: prompts (one per choice) sent in one /v1/completions request (each within
+    timeout_s: a CPU vLLM scores about 200 prompt tokens a second on a busy core, every token's full
+    log-softmax included)."""
 
     def __post_init__(self):
         if self.audio_format not in ("input_audio", "audio_url"):
