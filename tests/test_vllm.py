@@ -114,8 +114,8 @@ def test_clips_as_input_audio_and_audio_url_reach_vllm_at_16_khz(vllm_audio, cal
                 reply = httpx.post(
                     service.url + "/v1/chat/completions", json={"model": "m", "messages": body}, timeout=180
                 )
-                if rate == 0:
-                    assert reply.status_code == 502 and "upstream" in reply.json()["error"]["message"], reply.text
+                if rate == 0:  # vLLM's own failure (no torchaudio to resample with), refused or a 502
+                    assert reply.status_code in (400, 502) and "upstream" in reply.json()["error"]["message"], reply.text
                     continue
                 assert reply.status_code == 200, reply.text
                 answer = reply.json()
@@ -242,8 +242,11 @@ def test_autagent_adapt_against_vllm_keeps_its_budget_and_eval_scores_the_plugin
 
     tools = ["tempo", "pitch", "emotion"]  # short records: the answers stay cheap on a busy CPU
     plugin = router_plugin(tmp_path / "source", [3.0, -3.0, -3.0], tuple(tools))
+    test_path, folder = tmp_path / "test.json", tiny_bench["paths"]["test"].parent
+    rows = json.loads(tiny_bench["paths"]["test"].read_text())[:16]  # evaluation is outside the budget: kept short
+    test_path.write_text(json.dumps([{**r, "audio_id": str(folder / r["audio_id"])} for r in rows]))
     config = {
-        "data": {"train": str(tiny_bench["paths"]["train"]), "test": str(tiny_bench["paths"]["test"])},
+        "data": {"train": str(tiny_bench["paths"]["train"]), "test": str(test_path)},
         "tools": {"executor": "local", "cache_dir": str(tiny_bench["cache"]), "enabled": tools},
         "reasoner": {
             "kind": "openai",
