@@ -202,13 +202,14 @@ def test_vllms_own_refusal_is_the_clients_4xx_never_a_500(vllm_audio, calls_plug
     assert error["message"] and "Traceback" not in reply.text
 
 
-def _cascade_requests(tiny_bench, n: int = 40):
-    samples = tiny_bench["test"][:n]
-    return [(s, [tiny_bench["records"][s.id][t] for t in tiny_bench["tools"]]) for s in samples]
+def _cascade_requests(tiny_bench, n: int = 40, tools=("chords", "emotion", "pitch", "tempo")):
+    """The first ``n`` test items, each shown its records of ``tools`` (the asr, sound-event and speaker
+    records would triple the prompts: vLLM scores every prompt token over the whole vocabulary)."""
+    return [(s, [tiny_bench["records"][s.id][t] for t in tools]) for s in tiny_bench["test"][:n]]
 
 
 def test_the_cascade_over_vllm_answers_as_the_cascade_in_process(vllm_text, tiny_bench):
-    """Gemma 3 270M in float32, in process and served by vLLM, over 40 test items shown all seven
+    """Gemma 3 270M in float32, in process and served by vLLM, over 40 test items shown four tools'
     records: the same answer on at least 95 % of them (the same token ids, laid out and calibrated by the
     same code; what differs is the kernels: a near-tie may fall either way)."""
     from autagent.reasoners.cascade import CascadeReasoner, CascadeReasonerConfig
@@ -244,7 +245,7 @@ def test_autagent_adapt_against_vllm_keeps_its_budget_and_eval_scores_the_plugin
     tools = ["tempo", "pitch", "emotion"]  # short records: the answers stay cheap on a busy CPU
     plugin = router_plugin(tmp_path / "source", [3.0, -3.0, -3.0], tuple(tools))
     test_path, folder = tmp_path / "test.json", tiny_bench["paths"]["test"].parent
-    rows = json.loads(tiny_bench["paths"]["test"].read_text())[:16]  # evaluation is outside the budget: kept short
+    rows = json.loads(tiny_bench["paths"]["test"].read_text())[:8]  # evaluation is outside the budget: kept short
     test_path.write_text(json.dumps([{**r, "audio_id": str(folder / r["audio_id"])} for r in rows]))
     config = {
         "data": {"train": str(tiny_bench["paths"]["train"]), "test": str(test_path)},
@@ -255,7 +256,7 @@ def test_autagent_adapt_against_vllm_keeps_its_budget_and_eval_scores_the_plugin
             | {"timeout_s": 600.0},
             "cascade": {"dtype": "float32"},
         },
-        "eval": {"methods": ["no_tool", "all_tools", "policy"]},
+        "eval": {"methods": ["no_tool", "policy"]},
         "output_dir": str(tmp_path / "runs"),
         "answer_cache_dir": str(tmp_path / "answers"),
         "logging": {"wandb": False, "progress": False},
@@ -283,6 +284,7 @@ def test_autagent_adapt_against_vllm_keeps_its_budget_and_eval_scores_the_plugin
         == 0
     )
     metrics = json.loads((evaluated / "metrics.json").read_text())
-    assert set(metrics["methods"]) == {"no_tool", "all_tools", "policy"} and metrics["reasoner_failures"] == 0
+    assert set(metrics["methods"]) == {"no_tool", "policy"} and metrics["reasoner_failures"] == 0
     assert "scoring logprobs" in metrics["reasoner_where"]
-    print(f"adapt: {requests} /v1/completions requests for 300 answers; eval: {metrics['methods']['policy']}")
+    policy = metrics["methods"]["policy"]
+    print(f"adapt: {requests} /v1/completions requests for 300 answers; eval: policy accuracy {policy['accuracy']}")
