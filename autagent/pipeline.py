@@ -274,6 +274,9 @@ def run_eval(
             reasoner.close()
     extra = {
         "reasoner_fingerprint": reasoner.fingerprint(),
+        "reasoner_where": getattr(
+            reasoner, "where", reasoner.name
+        ),  # what answered (a server: its scoring, text or logprobs)
         "eval_seconds": round(time.perf_counter() - started, 1),
         "reasoner_calls": reasoner.calls,
         "reasoner_cache_hits": reasoner.hits,

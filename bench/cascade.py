@@ -81,7 +81,7 @@ def timed(reasoner, group, score=None) -> tuple[float, list[int]]:
 
     built = cascade.score_prompts
     cascade.score_prompts = score or built
-    reasoner._neutral.clear()  # every variant computes its calibration, as a query's first call does
+    reasoner.calibration.neutral.clear()  # every variant computes its calibration, as a query's first call does
     try:
         started = time.perf_counter()
         rows = reasoner.choice_scores(group)

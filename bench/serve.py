@@ -124,11 +124,14 @@ def load(url: str, bodies: list, clients: int) -> dict:
     }
 
 
-def measure(fronts: dict, upstream: tuple, bodies: list, plugin, levels, rounds: int, overhead: int) -> dict:
+def measure(
+    fronts: dict, upstream: tuple, bodies: list, plugin, levels, rounds: int, overhead: int, forward=None
+) -> dict:
     """Throughput and latency at each level of concurrent clients, and the overhead per request, of each
     service in ``fronts`` (name -> (URL, pid)) in front of ``upstream`` (URL, pid), interleaved so that
     what else the machine runs weighs on them alike: A, B, A, B... at each level; for the overhead,
-    the direct request and each service's in an order that rotates request by request."""
+    the direct request and each service's in an order that rotates request by request.  ``forward``:
+    the messages the services send upstream for a request's (default: the plugin's records added)."""
     for url, _ in fronts.values():
         load(url, bodies, 4)  # warm: tools computed and cached, answers cached, models loaded
     results = {name: {"rows": {}, "overhead": []} for name in fronts}
@@ -141,12 +144,12 @@ def measure(fronts: dict, upstream: tuple, bodies: list, plugin, levels, rounds:
             merged = {k: sum((m[k] for m in measured), []) for k in ("total", "select", "tools", "upstream")}
             rps = statistics.mean(m["rps"] for m in measured)
             results[name]["rows"][clients] = merged | {"rps": rps, "refused": sum(m["refused"] for m in measured)}
-    for name, cpu in overheads(fronts, upstream, bodies, plugin, overhead).items():
+    for name, cpu in overheads(fronts, upstream, bodies, forward or plugin.augment, overhead).items():
         results[name] |= cpu
     return results
 
 
-def overheads(fronts: dict, upstream: tuple, bodies: list, plugin, requests: int) -> dict:
+def overheads(fronts: dict, upstream: tuple, bodies: list, forward, requests: int) -> dict:
     """Per service: ``overhead`` (seconds, per request: through it minus straight to the upstream, the
     same request at the same moment), ``cpu`` (its process's CPU seconds per request) and
     ``upstream_cpu`` (the upstream's, per request it answers)."""
@@ -154,7 +157,7 @@ def overheads(fronts: dict, upstream: tuple, bodies: list, plugin, requests: int
 
     headers = {"Content-Type": "application/json"}
     encoded = [json.dumps(body).encode() for body in bodies]
-    direct = [json.dumps({**body, "messages": plugin.augment(body["messages"])}).encode() for body in bodies]
+    direct = [json.dumps({**body, "messages": forward(body["messages"])}).encode() for body in bodies]
     upstream_url, upstream_pid = upstream
     targets = {None: upstream_url} | {name: url for name, (url, _) in fronts.items()}
     clients = {name: httpx.Client(base_url=url, timeout=600) for name, url in targets.items()}

@@ -149,3 +149,13 @@ def tiny_bench():
     samples = splits["train"] + splits["test"]
     records = dict(zip([s.id for s in samples], pool.run_many([s.audio for s in samples])))
     return {"root": root, "paths": paths, "cache": cache, **splits, "records": records, "tools": tuple(SEVEN)}
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many of the tests against vLLM itself ran (tests/test_vllm.py; they skip without ``.venv-vllm``)."""
+    counts = {}
+    for outcome in ("passed", "failed", "error", "skipped"):
+        reports = terminalreporter.stats.get(outcome, [])
+        counts[outcome] = len({r.nodeid for r in reports if "test_vllm.py" in getattr(r, "nodeid", "")})
+    if any(counts.values()):
+        terminalreporter.write_line("vLLM tests: " + ", ".join(f"{n} {k}" for k, n in counts.items() if n))

@@ -185,7 +185,9 @@ def test_a_clients_own_tools_are_offered_beside_ours_and_their_calls_come_back_u
     reply = _chat_once(service, upstream, body).json()
     (seen,) = upstream.seen
     assert seen["tools"][0] == weather and [t["function"]["name"] for t in seen["tools"][1:]] == list(TOOLS)
-    assert seen["messages"] == messages  # nothing selected: the client's messages as they came
+    from autagent.serve.upstream_audio import for_upstream
+
+    assert seen["messages"] == for_upstream(messages, "send", 16000)  # nothing selected: theirs, the clip at 16 kHz
     message = reply["choices"][0]["message"]
     assert message["tool_calls"] == [theirs] and reply["choices"][0]["finish_reason"] == "tool_calls"
     assert reply["autagent"]["calls"] == [] and reply["autagent"]["deferred"] == ["tempo"]

@@ -55,6 +55,7 @@ def test_the_upstream_gets_the_bytes_the_client_would_send_it_straight(asr_tempo
     from openai import OpenAI
 
     from autagent import Plugin
+    from autagent.serve.upstream_audio import for_upstream
     from tools.pool import PoolConfig
 
     records = PoolConfig(executor="local", cache_dir=str(FIXTURES))  # the cached records the service reads
@@ -69,7 +70,7 @@ def test_the_upstream_gets_the_bytes_the_client_would_send_it_straight(asr_tempo
             body["choices"] = list(sample.choices)  # our own field: read, never forwarded
             reply = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=120)
             assert reply.status_code == 200 and reply.json()["autagent"]["tools"] == ["asr", "tempo"], reply.text
-            augmented = plugin.augment(messages, list(sample.choices))
+            augmented = for_upstream(plugin.augment(messages, list(sample.choices)), "send", 16000)  # at 16 kHz
             straight.chat.completions.create(
                 model="m", messages=augmented, temperature=0.0, max_tokens=8, extra_body={"top_k": 5}
             )

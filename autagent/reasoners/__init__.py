@@ -59,7 +59,7 @@ def build_reasoner(config, cache_dir=None, audio_max_seconds: float = 30.0) -> C
     elif config.kind == "openai":
         from .openai_compat import OpenAIReasoner
 
-        inner = OpenAIReasoner(config.openai)
+        inner = OpenAIReasoner(config.openai, config.cascade)  # the cascade's layout, for audio: drop
     elif config.kind == "cascade":
         from .cascade import CascadeReasoner
 

@@ -31,7 +31,13 @@ def build(config, options: ServeOptions | None = None, **settings) -> Service:
     store = AudioStore(audio_dir, options.audio_cache_bytes)
     if options.upstream is not None:
         backend = OpenAIUpstream(
-            options.upstream, options.api_key_env, options.model, options.upstream_timeout_s, options.upstream_retries
+            options.upstream,
+            options.api_key_env,
+            options.model,
+            options.upstream_timeout_s,
+            options.upstream_retries,
+            options.upstream_audio,
+            options.upstream_sample_rate,
         )
     else:
         from ..reasoners import build_reasoner

@@ -90,6 +90,12 @@ class ServeOptions:
     """Seconds per upstream request."""
     upstream_retries: int = 2
     """Retries of a failed upstream request."""
+    upstream_audio: str = setting("send", choices=["send", "drop"])
+    """send: the clip goes upstream with the tool records (an audio model); drop: only the records and the
+    text go (a text-only model: the cascaded voice agent); /v1/realtime likewise."""
+    upstream_sample_rate: int = 16000
+    """Clips go upstream at this rate (Hz; 0: as they came): the rate the upstream audio model reads
+    (Qwen2-Audio's 16 kHz), which vLLM's CPU build cannot resample to itself."""
     request_log: str | None = setting(None, metavar="FILE")
     """Append each chat request's time, model and last user text (no audio, no header) as a JSON line."""
     agentic: bool = False
@@ -112,6 +118,8 @@ class ServeOptions:
         for name in ("max_queue", "max_tool_rounds", "upstream_retries"):
             if getattr(self, name) < 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
+        if self.upstream_sample_rate and not 8000 <= self.upstream_sample_rate <= 48000:
+            raise ConfigError(f"--upstream-sample-rate must be 0 or in [8000, 48000], got {self.upstream_sample_rate}")
         for name in ("body_timeout_s", "request_timeout_s", "remote_timeout_s", "realtime_idle_s"):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")

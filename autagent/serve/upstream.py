@@ -24,10 +24,21 @@ class UpstreamError(RuntimeError):
 
 
 class OpenAIUpstream:
-    def __init__(self, base_url: str, api_key_env: str, model: str | None, timeout_s: float, max_retries: int):
+    def __init__(
+        self,
+        base_url: str,
+        api_key_env: str,
+        model: str | None,
+        timeout_s: float,
+        max_retries: int,
+        audio: str = "send",
+        sample_rate: int = 0,
+    ):
         from ..reasoners.openai_compat import client
 
         self.base_url, self.model = base_url.rstrip("/"), model
+        self.audio, self.sample_rate = audio, sample_rate
+        """The clips sent (at ``sample_rate``, 0: as they came) or dropped (:mod:`.upstream_audio`)."""
         self.client = client(base_url, api_key_env, max_retries, timeout_s)
 
     @property
@@ -48,6 +59,17 @@ class OpenAIUpstream:
         payload, extra = split_for_sdk({**body, "model": self.model} if self.model else body)
         return {**payload, "extra_body": extra} if extra else payload
 
+    async def _payload(self, body: dict) -> dict:
+        """The SDK's arguments (:meth:`_body`) less ``stream``, the clips as the upstream takes them (in a
+        worker thread: decoding and resampling a clip is not for the event loop)."""
+        from .upstream_audio import for_upstream, has_audio
+
+        payload = {k: v for k, v in self._body(body).items() if k != "stream"}
+        messages = payload.get("messages")
+        if isinstance(messages, list) and (self.audio == "drop" or self.sample_rate) and has_audio(messages):
+            payload["messages"] = await asyncio.to_thread(for_upstream, messages, self.audio, self.sample_rate)
+        return payload
+
     def _error(self, err: Exception) -> UpstreamError:
         import openai
 
@@ -64,7 +86,7 @@ class OpenAIUpstream:
     async def complete(self, body: dict) -> dict:
         import openai
 
-        payload = {k: v for k, v in self._body(body).items() if k != "stream"}
+        payload = await self._payload(body)
         try:
             raw = await self.client.chat.completions.with_raw_response.create(**payload)
             reply = json.loads(raw.http_response.text)
@@ -81,7 +103,7 @@ class OpenAIUpstream:
         first line is yielded, so a refusal is an error, not a broken stream)."""
         import openai
 
-        payload = {k: v for k, v in self._body(body).items() if k != "stream"}
+        payload = await self._payload(body)
         manager = self.client.chat.completions.with_streaming_response.create(**payload, stream=True)
         try:
             response = await manager.__aenter__()

@@ -127,9 +127,10 @@ def tiny_corpus(prompts=()) -> list[str]:
     ] * 4
 
 
-def build_tiny_qwen2_audio(directory: Path, seed: int = 0, prompts=()) -> Path:
-    """A Qwen2-Audio (encoder + Qwen2 LM) with 32-wide layers and the real processor, saved to ``directory``;
-    its tokenizer is trained on ``prompts`` (the templates it will read) and a few common words."""
+def build_tiny_qwen2_audio(directory: Path, seed: int = 0, prompts=(), width: int = 32) -> Path:
+    """A Qwen2-Audio (encoder + Qwen2 LM) with ``width``-wide layers (two heads) and the real processor, saved
+    to ``directory``; its tokenizer is trained on ``prompts`` (the templates it will read) and a few common
+    words.  128 wide (head dim 64) is what vLLM's CPU attention serves (``tests/test_vllm.py``)."""
     import torch
     from transformers import (
         Qwen2AudioConfig,
@@ -144,21 +145,21 @@ def build_tiny_qwen2_audio(directory: Path, seed: int = 0, prompts=()) -> Path:
     processor = Qwen2AudioProcessor(feature_extractor=WhisperFeatureExtractor(feature_size=128), tokenizer=tokenizer)
     config = Qwen2AudioConfig(
         audio_config={
-            "d_model": 32,
+            "d_model": width,
             "encoder_layers": 1,
             "encoder_attention_heads": 2,
-            "encoder_ffn_dim": 32,
+            "encoder_ffn_dim": width,
             "num_mel_bins": 128,
             "max_source_positions": 1500,
         },
         text_config={
             "model_type": "qwen2",
             "vocab_size": len(tokenizer),
-            "hidden_size": 32,
+            "hidden_size": width,
             "num_hidden_layers": 1,
             "num_attention_heads": 2,
             "num_key_value_heads": 1,
-            "intermediate_size": 64,
+            "intermediate_size": 2 * width,
             "max_position_embeddings": 2048,
             "tie_word_embeddings": True,
         },

@@ -167,6 +167,7 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
             "steps": runs[0][1].step,
             "members": members,
             "reasoner": ctx.reasoner.fingerprint(),
+            "reasoner_where": ctx.reasoner.where,  # what answered (a server: its scoring, text or logprobs)
             "reasoner_calls": budget.spent if budget is not None else sum(c.reasoner_calls for c in counters),
             "naive_reasoner_calls": sum(c.naive_reasoner_calls for c in counters),
             "tool_runs": ctx.pool.computed,

@@ -18,12 +18,11 @@ the output projection is applied only where a choice token is predicted, once pe
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..base import Reply, fingerprint_of
-from .layout import lay_out, neutral
+from .layout import Calibration, lay_out, neutral
 from .scoring import score_prompts, use_tree_attention
 from .weights import CascadeWeightsError, ensure_converted, read_source
 
@@ -112,7 +111,7 @@ class CascadeReasoner:
         self.model, self.tokenizer, self.bos = load_model(folder, self.config.dtype)
         use_tree_attention(self.model)
         self.where = f"{self.source.get('model_id') or folder.name} ({self.config.dtype}, CPU)"
-        self._neutral: OrderedDict[str, float] = OrderedDict()
+        self.calibration = Calibration(self.config.neutral_cache_size)
 
     def fingerprint(self) -> str:
         settings = {k: v for k, v in asdict(self.config).items() if k not in ("cache_dir", "model_dir", "threads")}
@@ -142,19 +141,14 @@ class CascadeReasoner:
         c = self.config
         laid = [self.lay_out(sample, records) for sample, records in requests]
         prompts = [x.prompt for x in laid]
-        unknown = (
-            sorted({ch for s, _ in requests for ch in s.choices if ch not in self._neutral}) if c.calibrate else []
-        )
+        unknown = self.calibration.unknown(requests) if c.calibrate else []
         if unknown:
             prompts.append(neutral(self.encode, [self.bos], c.neutral_prompt, unknown))
         scores = score_prompts(self.model, prompts, c.max_pack_tokens, c.attention_block)
         if unknown:
-            for choice, value in zip(unknown, scores.pop()):
-                self._neutral[choice] = value
-            while len(self._neutral) > c.neutral_cache_size:
-                self._neutral.popitem(last=False)
+            self.calibration.learn(unknown, scores.pop())
         if c.calibrate:
-            scores = [[v - self._neutral[ch] for v, ch in zip(row, s.choices)] for row, (s, _) in zip(scores, requests)]
+            scores = self.calibration.apply(scores, requests)
         return [(row, x.note) for row, x in zip(scores, laid)]
 
     def free_text(self, sample, records) -> Reply:

@@ -15,6 +15,7 @@ lays them out once).  Records longer than the prompt budget are cut, and the rep
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass
 
 from tools.notation import render_line
@@ -81,3 +82,27 @@ def neutral(encode, bos: list[int], prompt_text: str, choices: list[str]) -> Pro
     """The calibration prompt: the choices after a prompt that says nothing about the question."""
     prompt_ids = encode(prompt_text)
     return Prompt([(tuple(bos), bos), (tuple(prompt_ids), prompt_ids)], [encode(" " + c.strip()) for c in choices])
+
+
+class Calibration:
+    """The calibration of choice scores: ``log p(choice | prompt) - log p(choice | neutral prompt)``, the
+    second term removing how likely a choice's words are anyway.  Each choice's neutral score is
+    computed once (by whoever scores: in process or over HTTP) and kept, the most recent ``size``."""
+
+    def __init__(self, size: int):
+        self.size = size
+        self.neutral: OrderedDict[str, float] = OrderedDict()
+
+    def unknown(self, requests) -> list[str]:
+        """The choices of ``requests`` (``(sample, records)``) whose neutral score is not known yet."""
+        return sorted({c for sample, _ in requests for c in sample.choices if c not in self.neutral})
+
+    def learn(self, choices: list[str], scores: list[float]) -> None:
+        for choice, value in zip(choices, scores):
+            self.neutral[choice] = value
+        while len(self.neutral) > self.size:
+            self.neutral.popitem(last=False)
+
+    def apply(self, rows: list[list[float]], requests) -> list[list[float]]:
+        """Each row of choice scores less its choices' neutral scores."""
+        return [[v - self.neutral[c] for v, c in zip(row, s.choices)] for row, (s, _) in zip(rows, requests)]
