@@ -15,6 +15,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import time
 from contextlib import nullcontext
 from dataclasses import dataclass, field
@@ -127,6 +128,9 @@ class Logger:
         if config.logging.wandb and config.logging.wandb_mode != "disabled":
             import wandb
 
+            # W&B advertises its Weave tracer on stderr whenever the openai SDK is imported (the openai
+            # reasoner and the service import it): not ours to print.
+            os.environ.setdefault("WANDB_DISABLE_WEAVE", "true")
             folder = Path(folder or config.run_dir)
             folder.mkdir(parents=True, exist_ok=True)
             self.run = wandb.init(

@@ -19,6 +19,9 @@ def test_eval_writes_its_wandb_run_under_out_and_says_where_in_one_line(
 ):
     monkeypatch.setenv("WANDB_MODE", "offline")  # the suite runs with W&B disabled; a user's default is offline
     monkeypatch.setenv("WANDB_DIR", str(tmp_path / "elsewhere"))
+    monkeypatch.delenv("WANDB_DISABLE_WEAVE", raising=False)
+    import openai  # noqa: F401  (as the openai reasoner and the service import it: W&B then advertises Weave)
+
     config = tmp_path / "eval.yaml"
     tools = {"executor": "local", "cache_dir": str(tiny_bench["cache"]), "enabled": list(tiny_bench["tools"])}
     config.write_text(
