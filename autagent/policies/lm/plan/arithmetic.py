@@ -223,46 +223,8 @@ def plan_of(s: Setup, fitted: dict | None = None, margin: bool = True) -> Plan:
     replaces the fitted terms' values (:data:`.terms.FITTED`: a refit without one run);
     ``margin=False`` leaves out :data:`.terms.MARGIN_GB` (the fit is made without it)."""
     fit = {name: term.gb for name, term in FITTED.items()} | (fitted or {})
-    a, p, n = s.arch, s.arch.parameters, s.ranks
-    b16 = 2 if s.bf16 else 4  # bytes of a frozen weight, an activation, a KV entry
-    per = lambda applies: n if applies else 1  # noqa: E731  (ZeRO shards over the ranks)
-    stage, lora = s.stage, s.lora_parameters
-    trained = lora if lora is not None else p
-    autocast = s.autocast
-    res = a.residual_bytes(b16, autocast)
-    keep: list = []  # held through the run
-    grads: list = []  # from the first micro-batch's backward to the end of the optimizer step
-    moments: list = []  # from step 1's optimizer step on
-    optimizer: list = []  # (moment, items besides keep, moments and grads, whether the moments exist yet)
-    if lora is not None:
-        keep.append(("frozen base", b16 * p / per(stage == 3), f"{p / 1e9:.2f} B x {b16} bytes"))
-    if stage is None:
-        w = 4 if (s.masters or not s.bf16 or lora is not None) else 2
-        name = "LoRA adapters" if lora is not None else "policy weights"
-        kind = "fp32" if lora is not None else "fp32 masters" if w == 4 and s.bf16 else "bf16, updated in place"
-        kind = kind if s.bf16 else "fp32"
-        keep.append((name, w * trained, f"{trained / 1e9:.3f} B x {w} bytes ({kind})"))
-        grads.append(("gradients", w * trained, f"{w} bytes a trained parameter"))
-        moments.append(("AdamW moments", 2 * w * trained, f"2 x {w} bytes a trained parameter"))
-        optimizer.append(("step", []))
-    else:
-        if lora is None:
-            keep.append(("policy weights (bf16, flat)", 2 * p / per(stage == 3), "2 bytes a parameter"))
-        else:
-            keep.append(("LoRA adapters (bf16)", 2 * trained, "2 bytes a trained parameter"))
-        keep.append(("DeepSpeed fp32 master partition", 4 * trained / per(stage >= 1), "4 bytes / ranks"))
-        moments.append(("AdamW moments (fp32 partition)", 8 * trained / per(stage >= 1), "8 bytes / ranks"))
-        grads.append(
-            ("gradient partition (bf16)", 2 * trained / per(stage >= 2), f"2 bytes{' / ranks' * (stage >= 2)}")
-        )
-        fp32_grads = ("fp32 gradient partition", 4 * trained / per(stage >= 1), "4 bytes / ranks, in the step")
-        flat = ("its flat bf16 copy", 2 * trained / per(stage >= 1), "2 bytes / ranks, flattened before the fp32 copy")
-        optimizer += [("flattening the gradients", [flat, fp32_grads]), ("step", [fp32_grads])]
-    if s.beta > 0 and lora is None:
-        keep.append(("reference model", b16 * p / per(stage == 3), f"frozen, {b16} bytes a parameter"))
-    if s.reasoner is not None:
-        r = s.reasoner
-        keep.append(("reasoner weights", r.parameters * s.reasoner_bytes, f"{r.parameters / 1e9:.2f} B in process"))
+    keep, grads, moments, optimizer = _held(s)
+    cast, cast_training = _autocast_copies(s)
 
     def unattributed(phase: str) -> list:
         """The fitted allowances (:data:`.terms.FITTED`): what every phase holds beyond the
@@ -273,23 +235,96 @@ def plan_of(s: Setup, fitted: dict | None = None, margin: bool = True) -> Plan:
         ]
         return fitted_items + [("margin", MARGIN_GB * GB, "chosen: plan_terms.MARGIN_GB")] * margin
 
-    # autocast's bf16 copies of the fp32 weights its ops cast, cached until the context exits: not the token
-    # embeddings (an embedding lookup is not cast); in training not the LM head either (TRL's fused head casts
-    # it a vocabulary chunk at a time)
-    embedding = a.vocab * a.hidden
-    cast = (
-        [("autocast's bf16 weight copies", 2 * (p - embedding), "2 bytes a weight autocast casts")] if autocast else []
-    )
-    cast_training = [("autocast's bf16 weight copies", 2 * (p - 2 * embedding), "the same but the LM head")]
-    cast_training = cast_training if autocast else []
+    sampling = [(m, items + unattributed("sampling")) for m, items in _sampling(s, cast)]
+    rewards = [(m, items + unattributed("rewards")) for m, items in _rewards(s)]
+    update = [(m, items + unattributed("update")) for m, items in _update(s, fit, grads, cast_training)]
     plan = Plan(setup=s)
+    for step in (1, 2):
+        persistent = keep + (moments if step == 2 else [])
+        plan.phases[(step, "sampling")] = [(m, persistent + items) for m, items in sampling]
+        plan.phases[(step, "rewards")] = [(m, persistent + items) for m, items in rewards]
+        plan.phases[(step, "update")] = [(m, persistent + items) for m, items in update]
+        plan.phases[(step, "optimizer")] = [
+            # AdamW allocates its moments in step 1's "step"; the moments before it exist from step 2 on
+            (m, keep + (moments if step == 2 or m == "step" else []) + grads + items + unattributed("optimizer"))
+            for m, items in optimizer
+        ]
+        plan.phases[(step, "between")] = [("after the step", keep + moments + unattributed("between"))]
+    return plan
 
-    # sampling
+
+def _shards(s: Setup, applies: bool) -> int:
+    """What ZeRO divides a term by: the ranks where it shards it, else 1."""
+    return s.ranks if applies else 1
+
+
+def _b16(s: Setup) -> int:
+    """Bytes of a frozen weight, an activation, a KV entry."""
+    return 2 if s.bf16 else 4
+
+
+def _held(s: Setup) -> tuple[list, list, list, list]:
+    """What the run holds: (kept through the run; the gradients, alive from the first micro-batch's backward
+    to the end of the optimizer step; AdamW's moments, from step 1's optimizer step on; the optimizer step's
+    moments as (moment, items besides those))."""
+    p, stage, lora, b16 = s.arch.parameters, s.stage, s.lora_parameters, _b16(s)
+    trained = lora if lora is not None else p
+    keep: list = []
+    grads: list = []
+    moments: list = []
+    optimizer: list = []
+    if lora is not None:
+        keep.append(("frozen base", b16 * p / _shards(s, stage == 3), f"{p / 1e9:.2f} B x {b16} bytes"))
+    if stage is None:
+        w = 4 if (s.masters or not s.bf16 or lora is not None) else 2
+        name = "LoRA adapters" if lora is not None else "policy weights"
+        kind = "fp32" if lora is not None else "fp32 masters" if w == 4 and s.bf16 else "bf16, updated in place"
+        kind = kind if s.bf16 else "fp32"
+        keep.append((name, w * trained, f"{trained / 1e9:.3f} B x {w} bytes ({kind})"))
+        grads.append(("gradients", w * trained, f"{w} bytes a trained parameter"))
+        moments.append(("AdamW moments", 2 * w * trained, f"2 x {w} bytes a trained parameter"))
+        optimizer.append(("step", []))
+    else:
+        ranks1, ranks2 = _shards(s, stage >= 1), _shards(s, stage >= 2)
+        if lora is None:
+            keep.append(("policy weights (bf16, flat)", 2 * p / _shards(s, stage == 3), "2 bytes a parameter"))
+        else:
+            keep.append(("LoRA adapters (bf16)", 2 * trained, "2 bytes a trained parameter"))
+        keep.append(("DeepSpeed fp32 master partition", 4 * trained / ranks1, "4 bytes / ranks"))
+        moments.append(("AdamW moments (fp32 partition)", 8 * trained / ranks1, "8 bytes / ranks"))
+        grads.append(("gradient partition (bf16)", 2 * trained / ranks2, f"2 bytes{' / ranks' * (stage >= 2)}"))
+        fp32_grads = ("fp32 gradient partition", 4 * trained / ranks1, "4 bytes / ranks, in the step")
+        flat = ("its flat bf16 copy", 2 * trained / ranks1, "2 bytes / ranks, flattened before the fp32 copy")
+        optimizer += [("flattening the gradients", [flat, fp32_grads]), ("step", [fp32_grads])]
+    if s.beta > 0 and lora is None:
+        keep.append(("reference model", b16 * p / _shards(s, stage == 3), f"frozen, {b16} bytes a parameter"))
+    if s.reasoner is not None:
+        r = s.reasoner
+        keep.append(("reasoner weights", r.parameters * s.reasoner_bytes, f"{r.parameters / 1e9:.2f} B in process"))
+    return keep, grads, moments, optimizer
+
+
+def _autocast_copies(s: Setup) -> tuple[list, list]:
+    """Autocast's bf16 copies of the fp32 weights its ops cast, cached until the context exits, in
+    inference and in training: not the token embeddings (an embedding lookup is not cast); in training not
+    the LM head either (TRL's fused head casts it a vocabulary chunk at a time)."""
+    if not s.autocast:
+        return [], []
+    p, embedding = s.arch.parameters, s.arch.vocab * s.arch.hidden
+    return (
+        [("autocast's bf16 weight copies", 2 * (p - embedding), "2 bytes a weight autocast casts")],
+        [("autocast's bf16 weight copies", 2 * (p - 2 * embedding), "the same but the LM head")],
+    )
+
+
+def _sampling(s: Setup, cast: list) -> list:
+    """The rollout's moments: the prefill, the end of decoding and, with merged LoRA, the merging."""
+    a, b16, lora = s.arch, _b16(s), s.lora_parameters
+    res = a.residual_bytes(b16, s.autocast)
     rows, prompt, total_tokens = s.generation_rows, s.prompt_tokens, s.prompt_tokens + s.completion_tokens
     how = f"{rows} rows"
-    key = (
-        res  # the keys after RoPE are in the residual stream's dtype, and a dynamic cache holds the values in the keys'
-    )
+    # the keys after RoPE are in the residual stream's dtype, and a dynamic cache holds the values in the keys'
+    key = res
     if s.static_cache_tokens is not None:
         full = a.kv_cache_bytes(rows, s.static_cache_tokens + s.completion_tokens, b16)
         prefill_kv = end_kv = [
@@ -306,9 +341,9 @@ def plan_of(s: Setup, fitted: dict | None = None, margin: bool = True) -> Plan:
         embeds = [("prompt embeddings", rows * prompt * a.hidden * res, f"{how} x {prompt} x {a.hidden}")]
     positions = prompt if s.prompt_logits == "all" else 1
     logits = [("prompt logits", rows * positions * a.vocab * b16, f"{how} x {positions} positions x {a.vocab}")]
-    if s.bf16 and stage is None:  # accelerate's autocast wrapper returns fp32 outputs
+    if s.bf16 and s.stage is None:  # accelerate's autocast wrapper returns fp32 outputs
         logits.append(("their fp32 copy", rows * positions * a.vocab * 4, "accelerate's convert_outputs_to_fp32"))
-    working = [("one layer's working set", a.layer_inference_bytes(rows, prompt, b16, autocast), f"{how} x {prompt}")]
+    working = [("one layer's working set", a.layer_inference_bytes(rows, prompt, b16, s.autocast), f"{how} x {prompt}")]
     if lora is not None and not s.lora_merged:
         working.append(("unmerged adapters' working set", a.lora_inference_bytes(rows, prompt, s.lora), "fp32"))
     prefill = max(working, logits, key=lambda items: sum(b for _, b, _ in items))
@@ -317,20 +352,27 @@ def plan_of(s: Setup, fitted: dict | None = None, margin: bool = True) -> Plan:
         widest = max(o * i for i, o in a.adapted(s.lora))
         merging = ("merging the adapters", MERGE_BYTES * widest, f"{MERGE_BYTES} bytes x the widest adapted weight")
         sampling.append(("merging the adapters", [merging]))
-    sampling = [(m, items + unattributed("sampling")) for m, items in sampling]
+    return sampling
 
-    # rewards
-    micro, sequence = s.micro_rows, total_tokens
-    rewards = [("rewards", [])]
+
+def _rewards(s: Setup) -> list:
+    """The rewards' moments: the reference model's log-probabilities (beta > 0), the reasoner in process."""
+    micro, sequence = s.micro_rows, s.prompt_tokens + s.completion_tokens
+    rewards: list = [("rewards", [])]
     if s.beta > 0:
-        ref = a.layer_inference_bytes(micro, sequence, b16)
+        ref = s.arch.layer_inference_bytes(micro, sequence, _b16(s))
         rewards.append(("reference log-probs", [("reference forward", ref, f"{micro} rows x {sequence}, no gradient")]))
     if s.reasoner is not None:
         kv = s.reasoner.kv_cache_bytes(s.reasoner_batch, s.reasoner_tokens, s.reasoner_bytes)
         rewards.append(("reasoner", [("reasoner KV cache", kv, f"{s.reasoner_batch} x {s.reasoner_tokens} tokens")]))
-    rewards = [(m, items + unattributed("rewards")) for m, items in rewards]
+    return rewards
 
-    # update: one micro-batch, every gradient alive
+
+def _update(s: Setup, fit: dict, grads: list, cast_training: list) -> list:
+    """One micro-batch's forward end and backward, every gradient alive."""
+    a, b16, lora, autocast = s.arch, _b16(s), s.lora_parameters, s.autocast
+    res = a.residual_bytes(b16, autocast)
+    micro, sequence = s.micro_rows, s.prompt_tokens + s.completion_tokens
     mhow = f"{micro} rows x {sequence} tokens"
     tower = lora is None  # a frozen tower (LoRA on the decoder) keeps nothing for the backward
     audio_inputs = a.audio_layers * micro * AUDIO_FRAMES * a.audio_dim * res if tower else 0
@@ -367,28 +409,14 @@ def plan_of(s: Setup, fitted: dict | None = None, margin: bool = True) -> Plan:
     ]
     head_forward = [("fused LM head's forward", tile, f"one {HEAD_TILE} x 32768 tile and a weight chunk, in bf16")]
     buckets = []
-    if stage is not None and stage >= 2:
+    if s.stage is not None and s.stage >= 2:
         count = 2 if s.overlap_comm else 1
         buckets.append(("reduce buckets", count * s.reduce_bucket * 2, f"{count} x {s.reduce_bucket:.3g} elements"))
     saved += saved_outside
-    update = [
+    return [
         ("forward end", grads + buckets + cast_training + saved + head_forward),
         ("backward", grads + buckets + saved + max(layer, head, key=lambda items: sum(b for _, b, _ in items))),
     ]
-    update = [(m, items + unattributed("update")) for m, items in update]
-
-    for step in (1, 2):
-        persistent = keep + (moments if step == 2 else [])
-        plan.phases[(step, "sampling")] = [(m, persistent + items) for m, items in sampling]
-        plan.phases[(step, "rewards")] = [(m, persistent + items) for m, items in rewards]
-        plan.phases[(step, "update")] = [(m, persistent + items) for m, items in update]
-        plan.phases[(step, "optimizer")] = [
-            # AdamW allocates its moments in step 1's "step"; the moments before it exist from step 2 on
-            (m, keep + (moments if step == 2 or m == "step" else []) + grads + items + unattributed("optimizer"))
-            for m, items in optimizer
-        ]
-        plan.phases[(step, "between")] = [("after the step", keep + moments + unattributed("between"))]
-    return plan
 
 
 def plan_training(config, prompt_tokens: int | None = None, runtime: Runtime = CURRENT) -> Plan:
