@@ -69,8 +69,6 @@ def trainer_class():
             compute_aux_loss=False,
             **_image_inputs,
         ):
-            from .rollout import grammar_allowed, masked_logps
-
             features, feature_mask = self._audio
             batch_size = batch_size or input_ids.size(0)
             logps, entropies = [], []
@@ -93,21 +91,36 @@ def trainer_class():
                     logits = model(
                         input_ids=ids, attention_mask=mask, logits_to_keep=logits_to_keep + 1, **audio
                     ).logits
-                completion = ids[:, -logits_to_keep:]
-                rows = [row[m.bool()].tolist() for row, m in zip(completion, mask[:, -logits_to_keep:])]
-                index, valid = grammar_allowed(self.grammar, rows, logits_to_keep)
-                # positions -k-1 .. -2 predict the k completion tokens (whether or not logits_to_keep was honoured)
-                scores = logits[:, -(logits_to_keep + 1) : -1]
-                token_logp, entropy = masked_logps(scores, completion, index, valid, self.temperature)
-                inside = (
-                    torch.arange(logits_to_keep, device=ids.device)[None]
-                    < torch.tensor([len(r) for r in rows], device=ids.device)[:, None]
-                )
-                logps.append(torch.where(inside, token_logp, torch.zeros_like(token_logp)))  # padding: 0, not -inf
-                entropies.append(torch.where(inside, entropy, torch.zeros_like(entropy)))
+                token_logp, entropy = grammar_logps(self.grammar, self.temperature, logits, ids, mask, logits_to_keep)
+                logps.append(token_logp)
+                entropies.append(entropy)
             return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None), None
 
     return AudioGRPOTrainer
+
+
+def grammar_logps(grammar, temperature: float, logits, ids, mask, logits_to_keep: int):
+    """Per-token log-probabilities and entropies of the completions (the last ``logits_to_keep`` of ``ids``)
+    under the answer grammar's mask, so ratios and KL compare the distributions the completions were drawn
+    from; padding positions are 0, not -inf."""
+    import torch
+
+    from .rollout import grammar_allowed, masked_logps
+
+    completion = ids[:, -logits_to_keep:]
+    rows = [row[m.bool()].tolist() for row, m in zip(completion, mask[:, -logits_to_keep:])]
+    index, valid = grammar_allowed(grammar, rows, logits_to_keep)
+    # positions -k-1 .. -2 predict the k completion tokens (whether or not logits_to_keep was honoured)
+    scores = logits[:, -(logits_to_keep + 1) : -1]
+    token_logp, entropy = masked_logps(scores, completion, index, valid, temperature)
+    inside = (
+        torch.arange(logits_to_keep, device=ids.device)[None]
+        < torch.tensor([len(r) for r in rows], device=ids.device)[:, None]
+    )
+    return (
+        torch.where(inside, token_logp, torch.zeros_like(token_logp)),
+        torch.where(inside, entropy, torch.zeros_like(entropy)),
+    )
 
 
 def WarmUp(processor, lm: LMPolicyConfig, trainer):  # noqa: N802  (a class built where transformers is imported)
@@ -165,39 +178,12 @@ def lora_config(lm: LMPolicyConfig):
     )
 
 
-def build_grpo_trainer(
-    config,
-    lm: LMPolicyConfig,
-    samples,
-    base_predictions: dict,
-    reward_funcs: list,
-    output_dir: Path,
-    tool_ids,
-    model_id: str,
-    model=None,
-):
-    """The TRL trainer for the LM policy, wired to our rollout, the given rewards and the run config.
-    ``model``: a policy already in memory, in :func:`weight_dtype` (``make gpu-check`` builds random
-    weights on the GPU); None loads it from ``model_id``."""
-    import datasets
-    from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
+def trl_args(config, lm: LMPolicyConfig, output_dir: Path):
+    """TRL's GRPOConfig from the run config: the policy's (``policy.lm``) and the objective's (``grpo``)."""
     from trl import GRPOConfig as TRLGRPOConfig
 
-    from .prompt import AnswerGrammar, agent_prompt
-    from .rollout import make_rollout
-
-    processor = AutoProcessor.from_pretrained(model_id)
-    rows = [
-        {
-            "prompt": agent_prompt(s.question, tool_ids),
-            "audio": s.audio,
-            "sample_id": s.id,
-            "base_prediction": base_predictions[s.id],
-        }
-        for s in samples
-    ]
     grpo = config.grpo
-    args = TRLGRPOConfig(
+    return TRLGRPOConfig(
         output_dir=str(output_dir),
         max_steps=grpo.steps,
         learning_rate=lm.learning_rate,
@@ -228,6 +214,39 @@ def build_grpo_trainer(
         save_only_model=False,
         **lm.extra_args,
     )
+
+
+def build_grpo_trainer(
+    config,
+    lm: LMPolicyConfig,
+    samples,
+    base_predictions: dict,
+    reward_funcs: list,
+    output_dir: Path,
+    tool_ids,
+    model_id: str,
+    model=None,
+):
+    """The TRL trainer for the LM policy, wired to our rollout, the given rewards and the run config.
+    ``model``: a policy already in memory, in :func:`weight_dtype` (``make gpu-check`` builds random
+    weights on the GPU); None loads it from ``model_id``."""
+    import datasets
+    from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
+
+    from .prompt import AnswerGrammar, agent_prompt
+    from .rollout import make_rollout
+
+    processor = AutoProcessor.from_pretrained(model_id)
+    rows = [
+        {
+            "prompt": agent_prompt(s.question, tool_ids),
+            "audio": s.audio,
+            "sample_id": s.id,
+            "base_prediction": base_predictions[s.id],
+        }
+        for s in samples
+    ]
+    args = trl_args(config, lm, output_dir)
     if model is None:
         dtype = weight_dtype(lm, deepspeed=args.deepspeed_plugin is not None)
         model = Qwen2AudioForConditionalGeneration.from_pretrained(model_id, dtype=dtype)
@@ -242,7 +261,7 @@ def build_grpo_trainer(
         peft_config=lora_config(lm) if lm.lora else None,
     )
     trainer.add_callback(WarmUp(processor, lm, trainer))
-    trainer.advantage_kind = grpo.advantage
+    trainer.advantage_kind = config.grpo.advantage
     if lm.constrained_decoding:
         trainer.grammar = AnswerGrammar(processor.tokenizer, 0, len(tool_ids))
     return trainer, processor
