@@ -12,6 +12,7 @@ import yaml
 from autagent.cli import main
 from autagent.data.sample import Sample
 from autagent.policies.grpo import GRPOConfig
+from autagent.policies.router.answers import AnswerSource
 from autagent.policies.router.crossval import CrossValConfig, cross_validate
 from autagent.policies.router.exact import expected_loss, subset_matrix
 from autagent.policies.router.model import Router, RouterConfig
@@ -139,7 +140,8 @@ def test_the_price_changes_what_is_learned(tmp_path):
         torch.manual_seed(0)
         policy = Router(8, RouterConfig(hidden=16), len(TOOLS))
         grpo = GRPOConfig(steps=80, batch_size=6, learning_rate=0.05, beta=0.0, objective="expected", inner_epochs=1)
-        trainer = RouterTrainer(policy, features, samples, {}, None, grpo, TOOLS, "differential", price, table=table)
+        answers = AnswerSource(None, {}, TOOLS, table=table)
+        trainer = RouterTrainer(policy, features, samples, answers, grpo, "differential", price)
         history = trainer.train()
         chosen[price] = policy.select(features)
         assert history[-1]["expected_reward"] > history[0]["expected_reward"]

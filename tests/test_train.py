@@ -9,9 +9,10 @@ import pytest
 import torch
 
 from autagent.policies.grpo import GRPOConfig
+from autagent.policies.router.answers import AnswerSource
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
-from autagent.policies.router.train import RouterTrainer
+from autagent.policies.router.train import RouterTrainer, TrainingRun
 from autagent.reasoners import CachedReasoner
 from autagent.reasoners.base import Reply
 from autagent.reasoners.embedded import EmbeddedReasoner, EmbeddedReasonerConfig
@@ -35,9 +36,8 @@ def _trainer(
     grpo = GRPOConfig(
         steps=steps, batch_size=8, group_size=6, learning_rate=0.01, beta=0.02, advantage=advantage, **grpo
     )
-    return RouterTrainer(
-        policy, features, samples, records, reasoner, grpo, tools, reward, tool_cost, run_dir=run_dir, seed=seed
-    )
+    answers = AnswerSource(reasoner, records, tools)
+    return RouterTrainer(policy, features, samples, answers, grpo, reward, tool_cost, seed, TrainingRun(run_dir))
 
 
 def _needed_tool_probability(trainer) -> float:

@@ -13,6 +13,7 @@ cross-validation, GRPO, plugin export.
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
@@ -21,14 +22,15 @@ from tools import get_tool
 
 from ...data.progress import progress as tqdm
 from .. import export_fields
+from .answers import AnswerSource
 from .crossval import apply, candidates, cross_validate
 from .ensemble import RouterEnsemble
 from .features import Featurizer
-from .model import Router
+from .model import Router, RouterConfig
 from .plugin import attach_backoff, export_router
 from .table import AnswerTable, Budget
-from .train import RouterTrainer
-from .warm import load_warm_start
+from .train import RouterTrainer, TrainingRun
+from .warm import WarmStart, load_warm_start
 from .zero_shot import DescriptionHead
 
 
@@ -71,125 +73,183 @@ def fill_table(ctx, samples) -> tuple[AnswerTable, Budget, dict]:
     return table, budget, summary
 
 
+@dataclass
+class PolicyStart:
+    """How each member's router starts: a trainable copy of the warm start's member (``policy.init_from``),
+    else a fresh router on the run's featurizer; and each member's seed."""
+
+    ctx: object
+    source: WarmStart | None
+    router_config: RouterConfig
+    featurizer: Featurizer
+    members: int
+    descriptions: torch.Tensor
+    cuts: dict = field(default_factory=dict)
+    """The familiarity cuts the last fresh router fitted (``{}`` unless ``unfamiliar_fallback``)."""
+
+    @classmethod
+    def of(cls, ctx) -> PolicyStart:
+        config, source = ctx.config, None
+        if config.policy.init_from:
+            source = load_warm_start(config.policy.init_from.format(seed=config.seed), ctx.tool_ids)
+        router_config = source.config if source else config.policy.router
+        members = len(source.members) if source else router_config.ensemble
+        featurizer = source.featurizer if source else Featurizer(router_config)
+        descriptions = featurizer.tool_descriptions([get_tool(t).description for t in ctx.tool_ids])
+        return cls(ctx, source, router_config, featurizer, members, descriptions)
+
+    def seed(self, member: int) -> int:
+        return self.ctx.config.seed * self.members + member
+
+    def router(self, member: int, train_features: torch.Tensor, dev_features: torch.Tensor | None) -> Router:
+        if self.source is not None:
+            return self.source.member(member)
+        f = self.featurizer
+        router = Router(f.dim, self.router_config, len(self.ctx.tool_ids), self.descriptions, f.columns)
+        self.cuts = router.fit_familiarity(train_features, dev_features)
+        return router
+
+    def trainer(self, router, features, samples, answers, grpo, price, member, run=None) -> RouterTrainer:
+        kind = self.ctx.config.reward.kind
+        return RouterTrainer(
+            router, features, samples, answers, grpo, kind, price, self.seed(member), run, self.featurizer.columns
+        )
+
+
+@dataclass
+class Queries:
+    """The training queries, their features and where their answers come from: with ``table.enabled`` the
+    answer table (filled within its budget, only the queries that got their whole design), else the reasoner
+    asked as GRPO draws; dev queries (features, samples) only without a table, which they would spend."""
+
+    ctx: object
+    samples: list
+    features: torch.Tensor
+    table: AnswerTable | None
+    budget: Budget | None
+    dev: tuple | None
+
+    def answers(self) -> AnswerSource:
+        """A fresh source for one trainer (its own y_base, memo and counters)."""
+        cfg = self.ctx.config.table
+        return AnswerSource(
+            self.ctx.reasoner, self.ctx.records, self.ctx.tool_ids, self.table, self.budget, cfg.outside, cfg.unasked
+        )
+
+
 def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
-    """``ctx`` is the recipe's :class:`autagent.pipeline.RunContext`; returns (plugin folder, summary, None)."""
-    config = ctx.config
-    source = None
-    if config.policy.init_from:
-        source = load_warm_start(config.policy.init_from.format(seed=config.seed), ctx.tool_ids)
-    router_config = source.config if source else config.policy.router
-    members = len(source.members) if source else router_config.ensemble
-    torch.manual_seed(config.seed * members)  # as before ensembles: a single router's draws are unchanged
-    featurizer = source.featurizer if source else Featurizer(router_config)
-    samples, summary, table, budget = ctx.splits.train, {}, None, None
-    if config.table.enabled:
+    """Start the policy, fill the table, cross-validate, train the members, fit the head, export.
+    ``ctx`` is the recipe's :class:`autagent.pipeline.RunContext`; returns (plugin folder, summary, None)."""
+    start = PolicyStart.of(ctx)
+    torch.manual_seed(start.seed(0))  # as before ensembles: a single router's draws are unchanged
+    queries, summary = training_queries(ctx, start.featurizer)
+    grpo, price = ctx.config.grpo, ctx.config.reward.tool_cost
+    if queries.table is not None and ctx.config.table.crossval.folds:
+        grpo, price, summary["crossval"] = choose_settings(ctx, start, queries)
+    runs = train_members(ctx, start, queries, grpo, price, resume)
+    summary.update(run_summary(ctx, start, runs, queries.budget, price))
+    policy = runs[0][0] if start.members == 1 else RouterEnsemble([r for r, _, _ in runs])
+    head = fit_head(start, policy, queries, summary)
+    plugin_dir = export_router(router=policy, featurizer=start.featurizer, head=head, **export_fields(ctx, summary))
+    if start.source is not None and start.source.backoff is not None:
+        kept = {k: v for k, v in start.source.manifest["backoff"].items() if k != "config"}
+        attach_backoff(plugin_dir, start.source.backoff, kept)
+    return plugin_dir, summary, None  # the recipe loads the exported plugin itself: it is cheap and checks it
+
+
+def training_queries(ctx, featurizer: Featurizer) -> tuple[Queries, dict]:
+    """The run's :class:`Queries` (the answer table filled first with ``table.enabled``) and its summary."""
+    samples, summary, table, budget, dev = ctx.splits.train, {}, None, None, None
+    if ctx.config.table.enabled:
         table, budget, summary["table"] = fill_table(ctx, samples)
         kept = set(table.items)
         samples = [s for s in samples if s.id in kept]
     features = featurizer.of_samples(samples)
-    dev = None
-    if ctx.splits.dev and table is None:  # a table run asks nothing of dev queries: they would spend the budget
+    if ctx.splits.dev and table is None:
         dev = (featurizer.of_samples(ctx.splits.dev), ctx.splits.dev)
-    descriptions = featurizer.tool_descriptions([get_tool(t).description for t in ctx.tool_ids])
-    cuts = {}
+    return Queries(ctx, samples, features, table, budget, dev), summary
 
-    def new_router(member: int, train_features: torch.Tensor) -> Router:
-        nonlocal cuts
-        if source is not None:
-            return source.member(member)
-        router = Router(featurizer.dim, router_config, len(ctx.tool_ids), descriptions, featurizer.columns)
-        cuts = router.fit_familiarity(train_features, dev[0] if dev else None)  # {} unless unfamiliar_fallback
-        return router
 
-    def trainer(router, index, grpo, price, seed, run_dir=None, logger=None) -> RouterTrainer:
-        return RouterTrainer(
-            router,
-            features[index],
-            [samples[i] for i in index],
-            ctx.records,
-            ctx.reasoner,
-            grpo,
-            ctx.tool_ids,
-            config.reward.kind,
-            price,
-            run_dir,
-            seed,
-            config.checkpoint_every,
-            dev if run_dir is not None else None,
-            logger=logger,
-            progress=config.logging.progress and run_dir is not None,
-            columns=featurizer.columns,
-            table=table,
-            budget=budget,
-            outside=config.table.outside,
-            unasked=config.table.unasked,
+def choose_settings(ctx, start: PolicyStart, queries: Queries) -> tuple:
+    """Cross-validation on the training queries (:mod:`.crossval`): the chosen (grpo, price) and its record."""
+    config, features, samples = ctx.config, queries.features, queries.samples
+
+    def train_candidate(index, candidate):
+        candidate_grpo, candidate_price = apply(config.grpo, config.reward.tool_cost, candidate)
+        routers = []
+        for m in range(start.members):
+            torch.manual_seed(start.seed(m))
+            router = start.router(m, features[index], None)
+            fold = [samples[i] for i in index]
+            start.trainer(router, features[index], fold, queries.answers(), candidate_grpo, candidate_price, m).train()
+            routers.append(router)
+        return routers[0] if start.members == 1 else RouterEnsemble(routers)
+
+    crossval = config.table.crossval
+    total = len(candidates(crossval.grid)) * crossval.folds
+    bar = tqdm(total=total, desc="cross-validation", disable=not config.logging.progress)
+    try:
+        found = cross_validate(
+            crossval, samples, features, queries.table, train_candidate, ctx.tool_ids, config.reward.tool_cost, bar
         )
+    finally:
+        bar.close()
+    grpo, price = apply(config.grpo, config.reward.tool_cost, found["chosen"])
+    torch.manual_seed(start.seed(0))
+    return grpo, price, found
 
-    grpo, price = config.grpo, config.reward.tool_cost
-    if table is not None and config.table.crossval.folds:
 
-        def train_candidate(index, candidate):
-            candidate_grpo, candidate_price = apply(config.grpo, config.reward.tool_cost, candidate)
-            routers = []
-            for m in range(members):
-                torch.manual_seed(config.seed * members + m)
-                router = new_router(m, features[index])
-                trainer(router, index, candidate_grpo, candidate_price, config.seed * members + m).train()
-                routers.append(router)
-            return routers[0] if members == 1 else RouterEnsemble(routers)
-
-        crossval = config.table.crossval
-        steps = len(candidates(crossval.grid)) * crossval.folds
-        bar = tqdm(total=steps, desc="cross-validation", disable=not config.logging.progress)
-        try:
-            found = cross_validate(
-                crossval, samples, features, table, train_candidate, ctx.tool_ids, config.reward.tool_cost, bar
-            )
-        finally:
-            bar.close()
-        summary["crossval"] = found
-        grpo, price = apply(config.grpo, config.reward.tool_cost, found["chosen"])
-        torch.manual_seed(config.seed * members)
-    runs, everything = [], list(range(len(samples)))
-    for m in range(members):  # member 0 writes where a single router does; the others under members/
-        seed = config.seed * members + m
+def train_members(ctx, start: PolicyStart, queries: Queries, grpo, price, resume: bool) -> list[tuple]:
+    """GRPO for each member of the ensemble: (router, trainer, history) each.  Member 0 writes where a single
+    router does, the others under ``members/``; a member a killed run never reached starts afresh."""
+    config, runs, dev = ctx.config, [], queries.dev
+    for m in range(start.members):
         run_dir = ctx.run_dir if m == 0 else ctx.run_dir / "members" / str(m)
         if m:
-            torch.manual_seed(seed)
-        router = new_router(m, features)
-        member = trainer(router, everything, grpo, price, seed, run_dir, ctx.logger if m == 0 else None)
-        # a member the killed run never reached starts afresh; member 0 without checkpoints is an error
+            torch.manual_seed(start.seed(m))
+        router = start.router(m, queries.features, dev[0] if dev else None)
+        logger = ctx.logger if m == 0 else None
+        run = TrainingRun(run_dir, config.checkpoint_every, logger, config.logging.progress, dev)
+        member = start.trainer(router, queries.features, queries.samples, queries.answers(), grpo, price, m, run)
+        # member 0 without checkpoints is an error on --resume
         history = member.train(resume=resume and (m == 0 or (run_dir / "checkpoints").exists()))
         runs.append((router, member, history))
+    return runs
+
+
+def run_summary(ctx, start: PolicyStart, runs, budget: Budget | None, price) -> dict:
+    """What the training asked and spent, for the plugin's metrics and the run's report."""
     counters = [member.counters for _, member, _ in runs]
-    summary.update(
-        {
-            "steps": runs[0][1].step,
-            "members": members,
-            "reasoner": ctx.reasoner.fingerprint(),
-            "reasoner_where": ctx.reasoner.where,  # what answered (a server: its scoring, text or logprobs)
-            "reasoner_calls": budget.spent if budget is not None else sum(c.reasoner_calls for c in counters),
-            "naive_reasoner_calls": sum(c.naive_reasoner_calls for c in counters),
-            "tool_runs": ctx.pool.computed,
-            "naive_tool_runs": sum(c.naive_tool_runs for c in counters),
-            "reasoner_failures": ctx.reasoner.failures,
-            "unfamiliar_cuts": cuts,
-            "price": config.reward.tool_cost,
-            "training_price": price,
-            "final": runs[0][2][-1] if runs[0][2] else None,
+    summary = {
+        "steps": runs[0][1].step,
+        "members": start.members,
+        "reasoner": ctx.reasoner.fingerprint(),
+        "reasoner_where": ctx.reasoner.where,  # what answered (a server: its scoring, text or logprobs)
+        "reasoner_calls": budget.spent if budget is not None else sum(c.reasoner_calls for c in counters),
+        "naive_reasoner_calls": sum(c.naive_reasoner_calls for c in counters),
+        "tool_runs": ctx.pool.computed,
+        "naive_tool_runs": sum(c.naive_tool_runs for c in counters),
+        "reasoner_failures": ctx.reasoner.failures,
+        "unfamiliar_cuts": start.cuts,
+        "price": ctx.config.reward.tool_cost,
+        "training_price": price,
+        "final": runs[0][2][-1] if runs[0][2] else None,
+    }
+    if start.source is not None:
+        summary["init_from"] = {
+            "path": str(start.source.directory),
+            "content_hash": start.source.manifest["content_hash"],
         }
-    )
-    if source is not None:
-        summary["init_from"] = {"path": str(source.directory), "content_hash": source.manifest["content_hash"]}
-    policy = runs[0][0] if members == 1 else RouterEnsemble([r for r, _, _ in runs])
-    if source is not None:  # the source's head travels unchanged: a zero-step run selects as its source
-        head = source.head
-    else:  # tools added after training are scored by a head fitted to what the trained router selects
-        head = DescriptionHead(featurizer.columns, descriptions.shape[1])
-        tuning = (dev[0], policy.select(dev[0])) if dev else None
-        summary["zero_shot_head"] = head.fit(features, descriptions, policy.select(features), tuning)
-    plugin_dir = export_router(router=policy, featurizer=featurizer, head=head, **export_fields(ctx, summary))
-    if source is not None and source.backoff is not None:
-        kept = {k: v for k, v in source.manifest["backoff"].items() if k != "config"}
-        attach_backoff(plugin_dir, source.backoff, kept)
-    return plugin_dir, summary, None  # the recipe loads the exported plugin itself: it is cheap and checks it
+    return summary
+
+
+def fit_head(start: PolicyStart, policy, queries: Queries, summary: dict):
+    """The zero-shot head: a warm start's travels unchanged (a zero-step run selects as its source); else one
+    fitted to what the trained router selects, which scores tools added after training."""
+    if start.source is not None:
+        return start.source.head
+    head = DescriptionHead(start.featurizer.columns, start.descriptions.shape[1])
+    dev, features = queries.dev, queries.features
+    tuning = (dev[0], policy.select(dev[0])) if dev else None
+    summary["zero_shot_head"] = head.fit(features, start.descriptions, policy.select(features), tuning)
+    return head

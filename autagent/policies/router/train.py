@@ -20,7 +20,7 @@ import copy
 import json
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -32,72 +32,71 @@ from rewards.scoring import is_correct
 
 from ...data.sample import Sample
 from ..grpo import GRPOConfig, advantages, grpo_loss
+from .answers import AnswerSource, TrainCounters
 from .model import Router, drop_inputs, subset_ids
 
 
 @dataclass
-class TrainCounters:
-    """What the run actually asked for, against what Algorithm 1 done naively would ask."""
+class TrainingRun:
+    """Where one trained router writes and reports; the default writes nothing (a cross-validation fold)."""
 
-    reasoner_calls: int = 0
-    naive_reasoner_calls: int = 0
-    naive_tool_runs: int = 0
-    steps: int = 0
-    subset_memo: dict = field(default_factory=dict)
+    directory: Path | None = None
+    """Checkpoints and ``train_log.jsonl`` go here."""
+    checkpoint_every: int = 1
+    """Steps between checkpoints (the last step always writes one)."""
+    logger: object = None
+    """W&B-like ``log(metrics, step=)``; None: not logged."""
+    progress: bool = False
+    """Show a progress bar."""
+    dev: tuple[torch.Tensor, list[Sample]] | None = None
+    """(features, samples) of dev queries, scored every ``eval_every`` steps."""
+    eval_every: int = 25
 
 
 class RouterTrainer:
+    """GRPO on a router: ``answers`` says where the reasoner's answers come from, ``run`` where the run writes;
+    ``columns`` (input name -> its feature columns) serve ``policy.router.input_dropout``.  The reference
+    policy of the KL term is a frozen copy of ``policy`` as given (a warm start's routers)."""
+
     def __init__(
         self,
         policy: Router,
         features: torch.Tensor,
         samples: list[Sample],
-        records: dict[str, dict],
-        reasoner,
+        answers: AnswerSource,
         grpo: GRPOConfig,
-        tool_ids,
         reward_kind: str = "differential",
         tool_cost: float = 0.0,
-        run_dir: str | Path | None = None,
         seed: int = 0,
-        checkpoint_every: int = 1,
-        dev: tuple[torch.Tensor, list[Sample]] | None = None,
-        eval_every: int = 25,
-        logger=None,
-        progress: bool = False,
+        run: TrainingRun | None = None,
         columns: dict | None = None,
-        table=None,
-        budget=None,
-        outside: str = "surrogate",
-        unasked: str = "surrogate",
-        reference: Router | None = None,
     ):
         if len(samples) != features.shape[0]:
             raise ValueError(f"{len(samples)} samples but {features.shape[0]} feature rows")
-        self.policy, self.features, self.samples, self.records = policy, features, samples, records
-        self.reasoner, self.cfg, self.seed = reasoner, grpo, seed
-        self.tool_ids = tuple(tool_ids)
+        self.policy, self.features, self.samples, self.answers = policy, features, samples, answers
+        self.cfg, self.seed, self.tool_ids = grpo, seed, answers.tool_ids
         self.reward_fn = get_reward(reward_kind, tool_cost)
         self.reward_kind, self.tool_cost = reward_kind, tool_cost
-        self.table, self.budget, self.outside, self.unasked = table, budget, outside, unasked
-        """An :class:`~.table.AnswerTable` to read answers from (None: the reasoner is asked every new
-        draw), the :class:`~.table.Budget` of new answers, and what a draw outside the table gets."""
-        self.reference = copy.deepcopy(reference if reference is not None else policy)
+        self.reference = copy.deepcopy(policy)
         self.reference.requires_grad_(False)
         self.optimizer = torch.optim.AdamW(policy.parameters(), lr=grpo.learning_rate, weight_decay=grpo.weight_decay)
-        self.run_dir = Path(run_dir) if run_dir else None
-        self.checkpoint_every = checkpoint_every
-        self.dev, self.eval_every, self.logger, self.progress = dev, eval_every, logger, progress
+        self.run = run or TrainingRun()
+        self.run_dir = Path(self.run.directory) if self.run.directory else None
         self.columns = columns or {}
-        """Input name -> its feature columns, for ``policy.config.input_dropout``."""
         missing = set(policy.config.input_dropout) - set(self.columns)
         if missing:
             raise ValueError(
                 f"policy.router.input_dropout names {sorted(missing)}, but no feature columns were given for them"
             )
         self.step = 0
-        self.counters = TrainCounters()
-        self.base_predictions: dict[str, str | None] = {}
+
+    @property
+    def counters(self) -> TrainCounters:
+        return self.answers.counters
+
+    @property
+    def base_predictions(self) -> dict[str, str | None]:
+        return self.answers.base_predictions
 
     # -- Algorithm 1, line by line ----------------------------------------------------------------
     def batch_indices(self, step: int) -> np.ndarray:
@@ -111,58 +110,11 @@ class RouterTrainer:
             epoch += 1
         return np.array(order[start % n : start % n + b])
 
-    def baseline_answers(self) -> None:
-        """y_base for every training query, once per run (and across runs, via the answer cache)."""
-        todo = [s for s in self.samples if s.id not in self.base_predictions]
-        if todo and self.table is not None:
-            self.base_predictions.update({s.id: self.table.answer(s.id, ()) for s in todo})
-        elif todo:
-            replies = self.reasoner.answer_many([(s, None) for s in todo])
-            self.base_predictions.update({s.id: r for s, r in zip(todo, replies)})
-            self.counters.reasoner_calls += len(todo)
-            self.reasoner.check_health()
-
-    def answers_for(self, batch: list[Sample], subsets: list[list[tuple[str, ...]]]) -> list[list[str | None]]:
-        """ŷ for each (query, subset); only never-seen (query, subset) pairs reach the reasoner."""
-        if self.table is not None:
-            return self.answers_from_table(batch, subsets)
-        memo = self.counters.subset_memo
-        missing = {}
-        for sample, group in zip(batch, subsets):
-            for subset in group:
-                key = (sample.id, subset)
-                if subset and key not in memo and key not in missing:
-                    missing[key] = (sample, [self.records[sample.id][t] for t in subset])
-        if missing:
-            replies = self.reasoner.answer_many(list(missing.values()))
-            memo.update(zip(missing, replies))
-            self.counters.reasoner_calls += len(missing)
-            self.reasoner.check_health()
-        return [
-            [memo[(s.id, z)] if z else self.base_predictions[s.id] for z in group] for s, group in zip(batch, subsets)
-        ]
-
-    def answers_from_table(self, batch: list[Sample], subsets) -> list[list[str | None]]:
-        """ŷ from the answer table; a draw outside it is asked (``outside: ask``, while the budget
-        lasts, and kept in the table) or answered by the table's surrogate."""
-        from .table import ask_within
-
-        table = self.table
-        if self.outside == "ask" and self.budget is not None and not self.budget.exhausted:
-            wanted = {(s.id, z): s for s, group in zip(batch, subsets) for z in group if not table.asked(s.id, z)}
-            if wanted:
-                requests = [(s, [self.records[s.id][t] for t in z]) for (_, z), s in wanted.items()]
-                for (sid, z), reply in zip(wanted, ask_within(self.reasoner, requests, self.budget)):
-                    if reply is not None and reply.error is None:
-                        table.add(sid, z, reply.text, reply.scores)
-                self.counters.reasoner_calls = self.budget.spent
-        return [[table.answer(s.id, z) for z in group] for s, group in zip(batch, subsets)]
-
     def rewards_of(self, batch: list[Sample], draws: torch.Tensor) -> tuple[torch.Tensor, list[tuple]]:
         """``[B, G]`` rewards of the 0/1 subsets ``draws [B, G, T]`` (the reasoner asked only for new ones),
         and the (query, subset, answer) of each, flattened."""
         subsets = [[subset_ids(row, self.tool_ids) for row in group] for group in draws]
-        predictions = self.answers_for(batch, subsets)
+        predictions = self.answers.answers_for(batch, subsets)
         flat = [(s, z, p) for s, group, preds in zip(batch, subsets, predictions) for z, p in zip(group, preds)]
         rewards = self.reward_fn(
             prompts=[s.question for s, _, _ in flat],
@@ -226,7 +178,7 @@ class RouterTrainer:
             "accuracy_sampled": float(np.mean([is_correct(s, p) for s, _, p in flat])),
             "accuracy_no_tool": float(np.mean([is_correct(s, self.base_predictions[s.id]) for s in batch])),
             "avg_tools": float(draws.sum(-1).mean()),
-            "reasoner_failures": self.reasoner.failures,
+            "reasoner_failures": self.answers.reasoner.failures,
             "step_seconds": time.perf_counter() - started,
             **{f"tool_share/{t}": float(c) / draws.shape[0] / draws.shape[1] for t, c in zip(self.tool_ids, calls)},
         }
@@ -239,17 +191,6 @@ class RouterTrainer:
         torch.nn.utils.clip_grad_norm_(self.policy.parameters(), self.cfg.max_grad_norm)
         self.optimizer.step()
 
-    def expected_rewards(self) -> torch.Tensor:
-        """``[N, 2^T]``: each training query's reward under every subset, from the answer table (the
-        reasoner's answers where asked, the surrogate's elsewhere), tool price included."""
-        if getattr(self, "_expected_rewards", None) is None:
-            ids = [s.id for s in self.samples]
-            rewards = self.table.rewards(ids, self.reward_kind, self.tool_cost)
-            self._expected_rewards = torch.tensor(rewards, dtype=torch.float32)
-            if self.unasked == "excluded":
-                self._asked_mask = torch.tensor(self.table.asked_mask(ids), dtype=torch.float32)
-        return self._expected_rewards
-
     def expected_step(self) -> dict:
         """One step of the exact objective (:mod:`.exact`) on the step's batch of queries."""
         from .exact import expected_loss, subset_matrix
@@ -257,8 +198,8 @@ class RouterTrainer:
         started = time.perf_counter()
         cfg = self.cfg
         index = self.batch_indices(self.step)
-        rewards = self.expected_rewards()[index]
-        mask = self._asked_mask[index] if self.unasked == "excluded" else None
+        all_rewards, asked = self.answers.expected_rewards(self.samples, self.reward_kind, self.tool_cost)
+        rewards, mask = all_rewards[index], (asked[index] if asked is not None else None)
         generator = torch.Generator().manual_seed(self.seed * 1_000_003 + self.step)
         feats = self.features[index]
         if self.policy.config.input_dropout:
@@ -286,9 +227,9 @@ class RouterTrainer:
     def dev_accuracy(self) -> dict:
         from ...reasoners.base import ask_with_records
 
-        feats, samples = self.dev
+        feats, samples = self.run.dev
         subsets = [subset_ids(row, self.tool_ids) for row in self.policy.select(feats)]
-        replies = ask_with_records(self.reasoner, samples, self.records, subsets)
+        replies = ask_with_records(self.answers.reasoner, samples, self.answers.records, subsets)
         return {
             "dev_accuracy": float(np.mean([is_correct(s, r.text) for s, r in zip(samples, replies)])),
             "dev_avg_tools": float(np.mean([len(z) for z in subsets])),
@@ -306,19 +247,19 @@ class RouterTrainer:
             )
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
-        if self.cfg.objective == "expected" and self.table is None:
+        if self.cfg.objective == "expected" and self.answers.table is None:
             raise ValueError("grpo.objective expected reads every subset's reward from an answer table: table.enabled")
         if self.step < self.cfg.steps:  # a zero-step run (a warm start exported as it is) asks nothing
-            self.baseline_answers()
-        history = []
-        bar = tqdm(total=self.cfg.steps, initial=self.step, desc="grpo", unit="step", disable=not self.progress)
+            self.answers.baseline(self.samples)
+        history, run = [], self.run
+        bar = tqdm(total=self.cfg.steps, initial=self.step, desc="grpo", unit="step", disable=not run.progress)
         while self.step < self.cfg.steps:
             metrics = self.train_step()
-            if self.dev is not None and (self.step % self.eval_every == 0 or self.step == self.cfg.steps):
+            if run.dev is not None and (self.step % run.eval_every == 0 or self.step == self.cfg.steps):
                 metrics.update(self.dev_accuracy())
             history.append(metrics)
             self.log(metrics)
-            if self.run_dir is not None and (self.step % self.checkpoint_every == 0 or self.step == self.cfg.steps):
+            if self.run_dir is not None and (self.step % run.checkpoint_every == 0 or self.step == self.cfg.steps):
                 self.save_checkpoint()
             bar.update(1)
             bar.set_postfix(reward=f"{metrics['reward_mean']:+.2f}", tools=f"{metrics['avg_tools']:.2f}", refresh=False)
@@ -330,8 +271,8 @@ class RouterTrainer:
         if self.run_dir is not None:
             with open(self.run_dir / "train_log.jsonl", "a") as handle:
                 handle.write(json.dumps(metrics) + "\n")
-        if self.logger is not None:
-            self.logger.log(metrics, step=metrics["step"])
+        if self.run.logger is not None:
+            self.run.logger.log(metrics, step=metrics["step"])
 
     def save_checkpoint(self) -> Path:
         """``checkpoints/step-N``: written to a temporary folder, then renamed; the two newest are kept."""
@@ -345,19 +286,7 @@ class RouterTrainer:
         save_file({k: v.contiguous() for k, v in self.reference.state_dict().items()}, tmp / "reference.safetensors")
         tensors, meta = optimizer_to_tensors(self.optimizer)
         save_file(tensors, tmp / "optimizer.safetensors")
-        memo = [[sid, list(z), reply] for (sid, z), reply in self.counters.subset_memo.items()]
-        state = {
-            "step": self.step,
-            "optimizer": meta,
-            "base_predictions": self.base_predictions,
-            "subset_memo": memo,
-            "counters": {
-                "reasoner_calls": self.counters.reasoner_calls,
-                "naive_reasoner_calls": self.counters.naive_reasoner_calls,
-                "naive_tool_runs": self.counters.naive_tool_runs,
-                "steps": self.counters.steps,
-            },
-        }
+        state = {"step": self.step, "optimizer": meta, **self.answers.state()}
         (tmp / "state.json").write_text(json.dumps(state))
         shutil.rmtree(final, ignore_errors=True)
         tmp.rename(final)
@@ -376,10 +305,7 @@ class RouterTrainer:
         state = json.loads((path / "state.json").read_text())
         optimizer_from_tensors(self.optimizer, load_file(path / "optimizer.safetensors"), state["optimizer"])
         self.step = state["step"]
-        self.base_predictions = state["base_predictions"]
-        self.counters.subset_memo = {(sid, tuple(z)): reply for sid, z, reply in state["subset_memo"]}
-        for key, value in state["counters"].items():
-            setattr(self.counters, key, value)
+        self.answers.load_state(state)
         log = self.run_dir / "train_log.jsonl"
         if log.exists():  # drop log lines of steps after the checkpoint (the step that was lost)
             kept = [line for line in log.read_text().splitlines() if line and json.loads(line)["step"] <= self.step]
