@@ -106,6 +106,16 @@ def load_splits(config: RunConfig, need_train: bool = True) -> Splits:
     )
 
 
+def data_digest(config: RunConfig) -> str | None:
+    """The embedded benchmark's recorded SHA-256 (its ``digest.json``), so that a run's metrics.json says
+    which bytes its figures come from; None for dataset files (their folders are not the project's)."""
+    if config.data.uses_files:
+        return None
+    from .data.generator import recorded_digest
+
+    return recorded_digest(config.data.benchmark.root)
+
+
 def tool_records(config: RunConfig, samples: list[Sample], pool: ToolPool | None = None) -> dict[str, dict]:
     """Every enabled tool's record for every scorable sample (computed once, then served from the cache)."""
     pool = pool or ToolPool(config.tools)
@@ -277,6 +287,7 @@ def run_eval(
         if owned:
             reasoner.close()
     extra = {
+        "data_digest": data_digest(config),
         "reasoner_fingerprint": reasoner.fingerprint(),
         "reasoner_where": getattr(
             reasoner, "where", reasoner.name
@@ -426,7 +437,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
 
             with phases("training plot"):
                 plot_training(run_dir / "train_log.jsonl", run_dir / "training.png", config.tools.tool_ids)
-        metrics: dict = {"training": summary, "data_notes": splits.notes}
+        metrics: dict = {"training": summary, "data_notes": splits.notes, "data_digest": data_digest(config)}
         if splits.test and evaluate:
             t0 = time.perf_counter()
             select = selector.select_many if selector is not None else None

@@ -132,6 +132,33 @@ def test_check_fails_on_a_hand_edited_figure_and_names_the_table(tmp_path, monke
     assert "docs/page.md: table 'nope' is not in docs/results/tables.yaml" in capsys.readouterr().err
 
 
+def test_check_fails_when_a_tables_markers_are_gone_or_stand_alone(tmp_path, monkeypatch, capsys):
+    """Deleting a table's markers (to edit its figures by hand) fails --check; so does one marker alone,
+    and a table missing from the page its spec names (fails without tables.write_tables' spec pass)."""
+    root = _checkout(tmp_path, monkeypatch)
+    assert main(["report", "tables"]) == 0
+    readme = root / "README.md"
+    rewritten = readme.read_text()
+    readme.write_text(
+        rewritten.replace("<!-- table: main -->\n", "").replace("<!-- /table -->", "").replace("60.0", "99.0")
+    )
+    capsys.readouterr()
+    assert main(["report", "tables", "--check"]) == 2
+    assert "table main of docs/results/tables.yaml is missing" in capsys.readouterr().err
+    readme.write_text(rewritten.replace("<!-- /table -->", ""))  # the opening marker alone
+    assert main(["report", "tables", "--check"]) == 2
+    assert "'<!-- table: main -->' has no matching marker" in capsys.readouterr().err
+    readme.write_text(rewritten)
+    spec = yaml.safe_load((root / "docs" / "results" / "tables.yaml").read_text())
+    spec["main"]["page"] = "docs/other.md"  # the table stands, but not on the page the spec names
+    (root / "docs" / "results" / "tables.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["report", "tables", "--check"]) == 2
+    assert "docs/other.md: table main" in capsys.readouterr().err
+    spec["main"]["page"] = "README.md"
+    (root / "docs" / "results" / "tables.yaml").write_text(yaml.safe_dump(spec))
+    assert main(["report", "tables", "--check"]) == 0
+
+
 def test_the_projects_tables_are_what_their_records_give():
     assert write_tables(ROOT, check=True) == []
 

@@ -45,6 +45,19 @@ def recording(path: str | Path) -> np.ndarray:
     return _read_wav_bytes(path.read_bytes())
 
 
+NO_SOUND_SERVER = {"PULSE_SERVER": "unix:/nonexistent"}
+"""espeak-ng and fluidsynth link libpulse and connect to a sound server even when writing to a file.  On a
+machine (or a ``$HOME``) where no PulseAudio client ran before, libpulse first creates its runtime folder,
+trying names drawn from C ``rand()``; espeak-ng's breathy voices (``+f2`` and others) draw their noise
+from the same unseeded ``rand()``, so the first clip of a cold machine came out different bytes from the
+same clip later.  An impossible server address makes libpulse fail at once, before touching ``rand()``."""
+
+
+def _render(cmd: list[str]) -> subprocess.CompletedProcess:
+    """Run a synthesiser with no sound server to find (:data:`NO_SOUND_SERVER`)."""
+    return subprocess.run(cmd, capture_output=True, check=False, env={**os.environ, **NO_SOUND_SERVER})
+
+
 def speech(
     text: str, voice: str = "en-us", rate: int = 160, pitch: int = 50, amplitude: int = 100, word_gap: int = 0
 ) -> np.ndarray:
@@ -64,7 +77,7 @@ def speech(
         "--stdout",
         text,
     ]
-    result = subprocess.run(cmd, capture_output=True, check=False)
+    result = _render(cmd)
     if result.returncode != 0 or not result.stdout:
         raise SynthError(f"espeak-ng failed for {text!r}: {result.stderr.decode(errors='replace')}")
     return _read_wav_bytes(result.stdout)
@@ -115,7 +128,7 @@ def render_midi(
             soundfont,
             str(mid_path),
         ]
-        result = subprocess.run(cmd, capture_output=True, check=False)
+        result = _render(cmd)
         if result.returncode != 0 or not wav_path.exists():
             raise SynthError(f"fluidsynth failed: {result.stderr.decode(errors='replace')[-300:]}")
         audio = _read_wav_bytes(wav_path.read_bytes())

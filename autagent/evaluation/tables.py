@@ -11,8 +11,11 @@ A **table** is a block of a Markdown page between ``<!-- table: NAME -->`` and `
 its label, whether the seeds are listed). ``autagent report tables`` rewrites every block in
 ``README.md`` and ``docs/**/*.md`` from the records; ``--check`` (``make lint``) rewrites nothing and
 fails naming each block that differs, so a figure edited by hand, or a record changed without its
-tables, is caught. Means ± spread are computed here from the seeds' values with the sweeps' own
-spread (the sample standard deviation, ``statistics.stdev``, as ``autagent/sweep.py``), never by hand.
+tables, is caught.  Every table of the spec must stand on its page (``page:``, else on some page)
+between both markers, and no marker may stand alone: deleting a table's markers to edit its figures
+freely is an error too (a table the spec no longer wants leaves the spec as well).  Means ± spread are
+computed here from the seeds' values with the sweeps' own spread (the sample standard deviation,
+``statistics.stdev``, as ``autagent/sweep.py``), never by hand.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ RESULTS = Path("docs/results")
 SPEC = RESULTS / "tables.yaml"
 PAGES = ("README.md", "docs/**/*.md")
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
+MARKER = re.compile(r"(?<!`)<!-- (?:table: [\w.-]+|/table) -->(?!`)")  # one in `code` is prose about markers
 RUN_FIELDS = ("accuracy", "avg_tools", "by_domain")
 
 
@@ -238,23 +242,38 @@ def pages(root: Path) -> list[Path]:
 
 def write_tables(root: str | Path = ".", check: bool = False) -> list[str]:
     """Rewrite every table block of the pages from the records (or, with ``check``, only compare);
-    returns ``"<page>: table <name>"`` for each block that differed."""
+    returns ``"<page>: table <name>"`` for each block that differed.  A table of the spec missing from
+    its page, or a marker without its pair, is a :class:`TableError`."""
     root = Path(root)
     spec, records = load_spec(root), load_records(root)
-    differ = []
+    differ, found = [], {}
     for page in pages(root):
         text = page.read_text()
+        where = page.relative_to(root).as_posix()
 
-        def fill(match: re.Match, page=page) -> str:
+        def fill(match: re.Match, page=page, where=where) -> str:
             name = match["name"]
             if name not in spec:
-                raise TableError(f"{page.relative_to(root)}: table {name!r} is not in {SPEC}")
+                raise TableError(f"{where}: table {name!r} is not in {SPEC}")
+            found.setdefault(name, set()).add(where)
             body = render(name, spec[name], records)
             if body != match["body"]:
-                differ.append(f"{page.relative_to(root)}: table {name}")
+                differ.append(f"{where}: table {name}")
             return match[1] + body + match[4]
 
         new = BLOCK.sub(fill, text)
+        stray = MARKER.findall(BLOCK.sub("", text))
+        if stray:
+            raise TableError(
+                f"{where}: {stray[0]!r} has no matching marker (a table is <!-- table: NAME --> ... <!-- /table -->)"
+            )
         if new != text and not check:
             page.write_text(new)
+    for name, table in spec.items():
+        page = table.get("page")
+        if page not in found.get(name, set()) if page else name not in found:
+            raise TableError(
+                f"{page or 'no page'}: table {name} of {SPEC} is missing (its <!-- table: {name} --> ... "
+                "<!-- /table --> markers are gone): put them back and run `autagent report tables`"
+            )
     return differ

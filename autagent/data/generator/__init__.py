@@ -25,6 +25,7 @@ pitch; the gist).  What makes it a testbed for tool *selection*:
 
 from __future__ import annotations
 
+import hashlib
 import json
 import zlib
 from collections.abc import Callable
@@ -189,8 +190,11 @@ def generate(config: EmbeddedBenchmarkConfig, progress: bool = True) -> dict[str
         and json.loads(stamp_path.read_text()) == stamp
         and all(p.exists() for p in outputs.values())
     ):
+        if not (root / DIGEST).exists():  # generated before digests were recorded
+            write_digest(root)
         return outputs
     stamp_path.unlink(missing_ok=True)
+    (root / DIGEST).unlink(missing_ok=True)
     aside = (config.listening_share, listening_kinds)
     with ProcessPoolExecutor(max_workers=max(1, config.workers)) as pool:  # one pool: its workers start once
         for split, size in config.sizes.items():
@@ -200,4 +204,37 @@ def generate(config: EmbeddedBenchmarkConfig, progress: bool = True) -> dict[str
             )
             write_mmau([Sample(**row) for row in rows], outputs[split])
     stamp_path.write_text(json.dumps(stamp))
+    write_digest(root)
     return outputs
+
+
+DIGEST = "digest.json"
+"""A benchmark folder's record of its bytes: ``sha256`` of the whole (what metrics.json's ``data_digest``
+holds) and of every file, so two figures can be told to come from the same data, and a changed clip found."""
+
+
+def folder_digest(root: str | Path) -> dict:
+    """SHA-256 of every file under ``root`` (paths relative to it, sorted; the digest record itself and
+    marker files left out) and of the list of them.  The split files name their clips relative to
+    themselves, so the same benchmark in two clones has the same digest."""
+    root = Path(root)
+    files = {
+        path.relative_to(root).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(root.rglob("*"))
+        if path.is_file() and path.name != DIGEST and not path.name.startswith(".")
+    }
+    whole = hashlib.sha256("".join(f"{digest}  {name}\n" for name, digest in files.items()).encode())
+    return {"sha256": whole.hexdigest(), "files": files}
+
+
+def write_digest(root: str | Path) -> str:
+    """Write ``<root>/digest.json``; return the whole folder's SHA-256."""
+    record = folder_digest(root)
+    (Path(root) / DIGEST).write_text(json.dumps(record, indent=1))
+    return record["sha256"]
+
+
+def recorded_digest(root: str | Path) -> str | None:
+    """The SHA-256 ``digest.json`` records for a benchmark folder (None when it has none)."""
+    path = Path(root) / DIGEST
+    return json.loads(path.read_text())["sha256"] if path.exists() else None
