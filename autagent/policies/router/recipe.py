@@ -21,6 +21,7 @@ from tools import get_tool
 
 from ...data.progress import progress as tqdm
 from .. import export_fields
+from .costs import tool_seconds, tool_values
 from .crossval import apply, candidates, cross_validate
 from .ensemble import RouterEnsemble
 from .features import Featurizer
@@ -188,7 +189,13 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
         head = DescriptionHead(featurizer.columns, descriptions.shape[1])
         tuning = (dev[0], policy.select(dev[0])) if dev else None
         summary["zero_shot_head"] = head.fit(features, descriptions, policy.select(features), tuning)
-    plugin_dir = export_router(router=policy, featurizer=featurizer, head=head, **export_fields(ctx, summary))
+    values, values_source = tool_values(ctx.tool_ids, samples, table, ctx.reasoner, ctx.records)
+    inherited = source.manifest.get("tool_seconds") if source is not None else None
+    costs = {"tool_seconds": tool_seconds(ctx.pool, ctx.tool_ids, inherited), "tool_values": values}
+    fields = export_fields(ctx, summary)
+    plugin_dir = export_router(
+        router=policy, featurizer=featurizer, head=head, **costs, **fields, values_source=values_source
+    )
     if source is not None and source.backoff is not None:
         kept = {k: v for k, v in source.manifest["backoff"].items() if k != "config"}
         attach_backoff(plugin_dir, source.backoff, kept)
