@@ -124,6 +124,7 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
             budget=budget,
             outside=config.table.outside,
             unasked=config.table.unasked,
+            signal=config.reward.signal,
         )
 
     grpo, price = config.grpo, config.reward.tool_cost

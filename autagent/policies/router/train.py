@@ -71,6 +71,7 @@ class RouterTrainer:
         outside: str = "surrogate",
         unasked: str = "surrogate",
         reference: Router | None = None,
+        signal: str = "binary",
     ):
         if len(samples) != features.shape[0]:
             raise ValueError(f"{len(samples)} samples but {features.shape[0]} feature rows")
@@ -78,7 +79,7 @@ class RouterTrainer:
         self.reasoner, self.cfg, self.seed = reasoner, grpo, seed
         self.tool_ids = tuple(tool_ids)
         self.reward_fn = get_reward(reward_kind, tool_cost)
-        self.reward_kind, self.tool_cost = reward_kind, tool_cost
+        self.reward_kind, self.tool_cost, self.signal = reward_kind, tool_cost, signal
         self.table, self.budget, self.outside, self.unasked = table, budget, outside, unasked
         """An :class:`~.table.AnswerTable` to read answers from (None: the reasoner is asked every new
         draw), the :class:`~.table.Budget` of new answers, and what a draw outside the table gets."""
@@ -244,7 +245,7 @@ class RouterTrainer:
         reasoner's answers where asked, the surrogate's elsewhere), tool price included."""
         if getattr(self, "_expected_rewards", None) is None:
             ids = [s.id for s in self.samples]
-            rewards = self.table.rewards(ids, self.reward_kind, self.tool_cost)
+            rewards = self.table.rewards(ids, self.reward_kind, self.tool_cost, self.signal)
             self._expected_rewards = torch.tensor(rewards, dtype=torch.float32)
             if self.unasked == "excluded":
                 self._asked_mask = torch.tensor(self.table.asked_mask(ids), dtype=torch.float32)
