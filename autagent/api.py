@@ -189,6 +189,14 @@ class Plugin:
     def select(self, audio: str, question: str, choices=()) -> list[str]:
         return list(self.plugin.select(str(audio), question, tuple(choices)))
 
+    def set_dial(self, max_tools: int | None = None, latency_budget_ms: float | None = None) -> Plugin:
+        """Cut every selection to at most ``max_tools`` tools and/or to tools whose measured seconds fit
+        ``latency_budget_ms`` (:mod:`autagent.plugin.dial`); both None: the trained threshold alone."""
+        from .plugin.dial import Dial, set_dial
+
+        set_dial(self.plugin, Dial(max_tools, latency_budget_ms))
+        return self
+
     def probabilities(self, audio: str, question: str, choices=()) -> dict[str, float] | None:
         """Each tool's probability of being called (a router's; None for an LM agent, which writes a list)."""
         probabilities = getattr(self.plugin, "probabilities", None)

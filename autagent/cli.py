@@ -257,6 +257,11 @@ def cmd_eval(args) -> int:
     if args.reasoner:
         target = config.eval_reasoner or config.reasoner
         target.kind = args.reasoner
+    if args.max_tools is not None or args.latency_budget_ms is not None:
+        from .plugin.dial import Dial
+
+        Dial(args.max_tools, args.latency_budget_ms)  # a bad value: one line, before the data and the tools
+        config.eval.max_tools, config.eval.latency_budget_ms = args.max_tools, args.latency_budget_ms
     out = args.out or str(config.run_dir / "eval")
     metrics = run_eval(config, out, args.plugin, log_to_wandb=True, expected_sha256=args.plugin_sha256)
     _print_summary(metrics)
@@ -530,6 +535,21 @@ def build_parser() -> argparse.ArgumentParser:
         )
         return p
 
+    def with_dial(p):
+        p.add_argument(
+            "--max-tools",
+            type=int,
+            metavar="K",
+            help="the dial: call at most K tools per query, the plugin's most probable first (default: its threshold)",
+        )
+        p.add_argument(
+            "--latency-budget-ms",
+            type=float,
+            metavar="MS",
+            help="the dial: call tools, most probable first, while their seconds measured at export fit in MS",
+        )
+        return p
+
     def with_pin(p):
         p.add_argument("--plugin-sha256", metavar="HEX", help="refuse the plugin unless its content hash is HEX")
         return p
@@ -589,6 +609,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--dataset", help="an MMAU/MMAR/AVQA file to evaluate on")
     ev.add_argument("--reasoner", choices=["embedded", "qwen2-audio", "openai", "cascade"])
     ev.add_argument("--plugin", help="a trained plugin directory")
+    with_dial(ev)
     ev.set_defaults(func=cmd_eval)
 
     sel = with_pin(
@@ -611,6 +632,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sel.add_argument("--explain", action="store_true", help="per tool: who decided and with what probability")
     sel.add_argument("--json", action="store_true", help="with --explain: JSON instead of the table")
+    with_dial(sel)
     sel.set_defaults(func=cmd_select)
 
     ans = with_pin(with_config(sub.add_parser("answer", help="select tools with a plugin, run them, ask a reasoner")))

@@ -114,6 +114,11 @@ class RunConfig:
             raise ValueError("grpo.steps: 0 trains nothing: it exports the plugin of policy.init_from unchanged")
         if self.table.enabled and self.policy.kind != "router":
             raise ValueError("table.enabled: the answer table trains the router (policy.kind: router)")
+        if self.reward.signal == "confidence" and not (self.table.enabled and self.grpo.objective == "expected"):
+            raise ValueError(
+                "reward.signal: confidence reads the answer table's choice scores: table.enabled and "
+                "grpo.objective: expected"
+            )
         if self.grpo.objective == "expected" and not self.table.enabled:
             raise ValueError("grpo.objective: expected reads each subset's reward from the answer table: table.enabled")
         if self.grpo.credit != "subset" and (self.policy.kind != "router" or self.policy.router.abstain):

@@ -221,7 +221,10 @@ def run_select(args) -> int:
         if not args.audio or not args.question:
             raise UsageError("select needs --audio and --question (or --batch FILE|DIR)")
         queries = [Query(check_clip(args.audio), args.question, choices)]
-    plugin = load_plugin(args.plugin, tools_profile=args.profile, expected_sha256=args.plugin_sha256)
+    from .plugin.dial import Dial, set_dial
+
+    dial = Dial(getattr(args, "max_tools", None), getattr(args, "latency_budget_ms", None))  # refused before loading
+    plugin = set_dial(load_plugin(args.plugin, tools_profile=args.profile, expected_sha256=args.plugin_sha256), dial)
     if args.batch:
         with waiting(f"selecting for {len(queries)} clips"):
             lines = batch_lines(plugin, queries, args.explain)

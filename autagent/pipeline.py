@@ -205,6 +205,7 @@ def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | No
     if plugin_dir is None:
         return None
     from .api import load, run_tools
+    from .plugin.dial import Dial, set_dial
     from .plugin.manifest import read_manifest
 
     config.tools, extra = run_tools(config.tools, read_manifest(plugin_dir, expected_sha256))
@@ -215,7 +216,7 @@ def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | No
         expected_sha256=expected_sha256,
         extra_tools=extra,
     )
-    return plugin.select_many
+    return set_dial(plugin, Dial(config.eval.max_tools, config.eval.latency_budget_ms)).select_many
 
 
 def agentic_run(config: RunConfig, reasoner_config, reasoner):
@@ -283,6 +284,14 @@ def run_eval(
             config.logging.progress,
             agentic,
         )
+        curve = None
+        plugin = getattr(policy_select, "__self__", None)  # the loaded plugin whose select_many this is
+        if config.eval.cost_curve and "policy" in block and hasattr(plugin, "scores_many"):
+            from .evaluation.cost_curve import cost_curve
+            from .evaluation.harness import run_method
+
+            run = lambda subsets: run_method(reasoner, samples, records, subsets)  # noqa: E731
+            curve = cost_curve(plugin, samples, run, tool_ids, block)
     finally:
         if owned:
             reasoner.close()
@@ -298,6 +307,7 @@ def run_eval(
         "reasoner_failures": reasoner.failures,
         "tool_errors": tool_error_counts(samples, records),
         "price_check": price_check(block, config.reward.tool_cost),
+        **({"cost_curve": curve} if curve else {}),
     }
     if plugin_dir:
         extra["plugin"] = {

@@ -56,6 +56,7 @@ def binary_reward(
 
 
 REWARDS: dict[str, RewardFn] = {"differential": differential_reward, "binary": binary_reward}
+SIGNALS = ("binary", "confidence")
 
 
 def get_reward(kind: str, tool_cost: float = 0.0) -> RewardFn:
@@ -75,7 +76,16 @@ class RewardConfig:
     without a price a router that cannot tell when tools help calls several of them anyway and loses
     little (docs/history.md, "Tool cost")."""
 
+    signal: str = "binary"
+    """What "right" is worth: ``binary`` (1[ŷ = y*], the paper's) or ``confidence`` (the reasoner's probability
+    of the right choice, the softmax of its choice scores: a denser signal from each answer, where 0/1
+    rewards are noisy at 4 to 9 choices; the differential kind then takes p(right | subset) − p(right | no
+    tool)).  ``confidence`` reads the answer table's scores (table.enabled, grpo.objective: expected); an
+    answer without scores counts 0/1.  An ablation of the paper's reward, not the default."""
+
     def __post_init__(self):
+        if self.signal not in SIGNALS:
+            raise ValueError(f"reward.signal must be one of {list(SIGNALS)}, got {self.signal!r}")
         if self.kind not in REWARDS:
             raise ValueError(f"reward.kind must be one of {sorted(REWARDS)}, got {self.kind!r}")
         if not isinstance(self.tool_cost, (int, float)) or not 0 <= self.tool_cost < 1:

@@ -142,6 +142,7 @@ class ToolPool:
         # and model load are in its first call), and the seconds after the first call was sent when its last
         # call came back; the phase table of a run (autagent/evaluation/phases.py)
         self.seconds: dict[str, float] = {}
+        self.clips: dict[str, int] = {}  # tool id -> clips its computed calls covered (seconds per clip: the dial's)
         self.done_at: dict[str, float] = {}
         self.ray_start_s = 0.0
         self._started = time.perf_counter()
@@ -307,6 +308,7 @@ class ToolPool:
         for i, tool_id, key, record in compute(pending, sources) if pending else ():
             self.cache.put(*key, record)
             self.computed += "error" not in record
+            self.clips[tool_id] = self.clips.get(tool_id, 0) + 1
             results[i][tool_id] = self._count(record)
             bar.update(1)
         if bar is not None:

@@ -70,6 +70,13 @@ class EvalConfig:
     their descriptions (the held-out-tool experiment)."""
     agentic: AgenticConfig = field(default_factory=AgenticConfig)
     """The loop of the ``agentic`` and ``agentic_only`` methods (who asks for tools, how many rounds)."""
+    max_tools: int | None = None
+    """The dial on the ``policy`` method: at most this many tools per query (:mod:`autagent.plugin.dial`)."""
+    latency_budget_ms: float | None = None
+    """The dial on the ``policy`` method: tools whose measured seconds (summed) fit in this many ms."""
+    cost_curve: bool = True
+    """With a router plugin: the accuracy-against-tools curve (its K most probable tools, K = 0..T, and its
+    threshold) beside a fixed order's (:mod:`autagent.evaluation.cost_curve`), in metrics, report and plot."""
 
 
 def check_methods(methods, tool_ids) -> None:
@@ -406,7 +413,7 @@ def write_outputs(
     extra: dict | None = None,
 ) -> dict:
     """Write metrics.json, predictions.jsonl, report.md and the plots; return the metrics."""
-    from .plots import plot_accuracy, plot_tool_calls
+    from .plots import plot_accuracy, plot_cost_curve, plot_tool_calls
     from .report import label, markdown_report
 
     out = Path(out_dir)
@@ -448,4 +455,6 @@ def write_outputs(
     if plots:
         plot_accuracy(metrics, out / "accuracy.png")
         plot_tool_calls(metrics, out / "tool_calls.png")
+        if metrics.get("cost_curve"):
+            plot_cost_curve(metrics, out / "cost_curve.png")
     return metrics

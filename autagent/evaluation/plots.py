@@ -220,3 +220,33 @@ def training_figure(logs: list[list[dict]], tools):
         ]
         fig.legend(handles=styles, loc="upper right", ncol=len(logs), fontsize=7, frameon=False)
     return fig
+
+
+def plot_cost_curve(metrics: dict, path: Path) -> None:
+    """Accuracy against tools per query: the plugin's top-K curve, the fixed order's, the threshold."""
+    curve = metrics.get("cost_curve")
+    if not curve:
+        return
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6, 4))
+    xs = [p["avg_tools"] for p in curve["plugin"]]
+    ax.plot(xs, [100 * p["accuracy"] for p in curve["plugin"]], "o-", color="tab:red", label="plugin: K most probable")
+    if curve.get("fixed_order"):
+        points = curve["fixed_order"]["points"]
+        ax.plot(
+            [p["avg_tools"] for p in points],
+            [100 * p["accuracy"] for p in points],
+            "s--",
+            color="tab:blue",
+            label="fixed order (training queries' average value)",
+        )
+    if curve.get("threshold"):
+        point = curve["threshold"]
+        ax.plot([point["avg_tools"]], [100 * point["accuracy"]], "*", ms=14, color="black", label="plugin's threshold")
+    ax.set_xlabel("tools called per query")
+    ax.set_ylabel("accuracy (%)")
+    ax.set_title(f"Accuracy against tools ({metrics.get('n', '?')} questions)")
+    ax.legend(fontsize=8, frameon=False)
+    ax.spines[["top", "right"]].set_visible(False)
+    fig.tight_layout()
+    _save(fig, path, 120)

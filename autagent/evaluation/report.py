@@ -224,6 +224,41 @@ def selection(metrics: dict) -> list[str]:
     return [*lines, "", note, "", *_table(["kind", *(_name(metrics, n) for n in chosen)], rows)]
 
 
+def dial_curve(metrics: dict) -> list[str]:
+    """report.md's section: the two curves as a table (accuracy in %, tools per query)."""
+    curve = metrics.get("cost_curve")
+    if not curve:
+        return []
+    fixed = curve.get("fixed_order")
+    head = ["K (tools at most)", "plugin's K most probable: acc", "tools"]
+    if fixed:
+        head += ["fixed order: acc", "gap (plugin − fixed)"]
+    rows = []
+    for k, point in enumerate(curve["plugin"]):
+        row = [str(point["k"]), f"{100 * point['accuracy']:.1f}", f"{point['avg_tools']:.2f}"]
+        if fixed:
+            row += [f"{100 * fixed['points'][k]['accuracy']:.1f}", f"{100 * fixed['gap'][k]:+.1f}"]
+        rows.append(row)
+    if curve.get("threshold"):
+        point = curve["threshold"]
+        rows.append(
+            ["threshold", f"{100 * point['accuracy']:.1f}", f"{point['avg_tools']:.2f}"] + ["", ""] * bool(fixed)
+        )
+    lines = ["", "## Accuracy against tools (the dial)", ""]
+    lines.append(
+        "The plugin's K most probable tools per query against the same K tools for every query"
+        + (
+            f", added in the order {', '.join(fixed['order'])} (average gain alone on {fixed['source']})."
+            if fixed
+            else "."
+        )
+    )
+    if not fixed:
+        lines.append("No fixed order: the plugin records no tool values (exported before the dial).")
+    lines.append("")
+    return lines + _table(head, rows)
+
+
 def timing(metrics: dict) -> list[str]:
     return phase_table(metrics["timings"]) if metrics.get("timings", {}).get("phases") else []  # make train's
 
@@ -236,6 +271,7 @@ SECTIONS: list[Callable[[dict], list[str]]] = [
     against_no_tool,
     tool_calls,
     selection,
+    dial_curve,
     timing,
 ]
 """report.md's sections after its title, in order: each a function of the metrics giving its lines

@@ -56,6 +56,11 @@ class ServeOptions:
     """A trained plugin applied to every request."""
     plugin_sha256: str | None = setting(None, metavar="HEX")
     """Refuse the plugin unless its content hash is HEX."""
+    max_tools: int | None = setting(None, type=int, metavar="K")
+    """The dial: call at most K tools per request, the plugin's most probable first (default: every tool its
+    threshold calls)."""
+    latency_budget_ms: float | None = setting(None, type=float, metavar="MS")
+    """The dial: call tools, most probable first, while their seconds measured at export (summed) fit in MS."""
     allow_remote_audio: bool = False
     """Fetch http(s) audio URLs (refused otherwise)."""
     allow_private_audio_hosts: bool = False

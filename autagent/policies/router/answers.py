@@ -33,7 +33,8 @@ class AnswerSource:
     ``table``: an :class:`~.table.AnswerTable` to read answers from (None: the reasoner is asked every new
     draw), ``budget`` the :class:`~.table.Budget` of new answers, ``outside`` what a draw outside the table
     gets (``ask`` while the budget lasts, else the table's surrogate) and ``unasked`` whether the exact
-    objective reads the surrogate's rewards (``surrogate``) or only the asked subsets' (``excluded``)."""
+    objective reads the surrogate's rewards (``surrogate``) or only the asked subsets' (``excluded``);
+    ``signal`` what the table's rewards read of an answer."""
 
     def __init__(
         self,
@@ -42,11 +43,15 @@ class AnswerSource:
         tool_ids,
         table=None,
         budget=None,
-        outside="surrogate",
-        unasked="surrogate",
+        outside: str = "surrogate",
+        unasked: str = "surrogate",
+        signal: str = "binary",
     ):
         self.reasoner, self.records, self.tool_ids = reasoner, records, tuple(tool_ids)
         self.table, self.budget, self.outside, self.unasked = table, budget, outside, unasked
+        self.signal = signal
+        """What the table's rewards read of an answer (``reward.signal``): right or wrong, or the reasoner's
+        confidence in the right choice."""
         self.counters = TrainCounters()
         self.base_predictions: dict[str, str | None] = {}
         self._expected: tuple[torch.Tensor, torch.Tensor | None] | None = None
@@ -108,7 +113,8 @@ class AnswerSource:
             raise ValueError("grpo.objective expected reads every subset's reward from an answer table: table.enabled")
         if self._expected is None:
             ids = [s.id for s in samples]
-            rewards = torch.tensor(self.table.rewards(ids, reward_kind, tool_cost), dtype=torch.float32)
+            rewards = self.table.rewards(ids, reward_kind, tool_cost, self.signal)
+            rewards = torch.tensor(rewards, dtype=torch.float32)
             mask = None
             if self.unasked == "excluded":
                 mask = torch.tensor(self.table.asked_mask(ids), dtype=torch.float32)

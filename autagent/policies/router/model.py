@@ -52,13 +52,14 @@ from torch import nn
 
 from .backoff import BackoffConfig
 from .familiarity import fit_bank, nearest
+from .layers import log1mexp, mlp
 
 INPUTS = ("question", "choices", "audio")
 CHOICE_STATS = 5
 VETO_INIT = 3.0
 """``factored``: the clip's initial logit per tool, σ(3) ≈ 0.95, so training starts from the text's
 choice and the clip learns to veto."""
-SCORERS = ("per_tool", "tool_conditioned", "factored")
+SCORERS = ("per_tool", "tool_conditioned", "factored", "prior")
 NEW_TOOLS = ("head", "scorer")
 
 
@@ -90,8 +91,11 @@ class RouterConfig:
     quarter of the draws (on top of the ~11 % empty subsets the tool logits give)."""
     scorer: str = "per_tool"
     """``per_tool`` (an output per training tool), ``tool_conditioned`` (one scorer over tool
-    descriptions) or ``factored`` (the text asks for a tool, the clip can only veto it); see the
-    module docstring."""
+    descriptions), ``factored`` (the text asks for a tool, the clip can only veto it; see the module
+    docstring) or ``prior`` (a per-kind prior from the question that the other inputs can override
+    within ``override_limit``: :mod:`.prior`)."""
+    override_limit: float = 3.0
+    """``prior``: how far (in logits) the clip and the choices may move the question's prior."""
     tool_offset: bool = True
     """``tool_conditioned``: a learned offset per training tool (new tools get the mean)."""
     similarity_init: float = 5.0
@@ -162,6 +166,8 @@ class RouterConfig:
                 f"policy.router.new_tools must be one of {list(NEW_TOOLS)} ('scorer' with the tool_conditioned "
                 f"scorer only), got {self.new_tools!r} with scorer {self.scorer!r}"
             )
+        if self.scorer == "prior" and ("question" not in self.inputs or len(self.inputs) < 2):
+            raise ValueError(f"policy.router.scorer prior needs the question and another input, got {self.inputs}")
         if self.scorer == "factored" and ("audio" not in self.inputs or len(self.inputs) < 2):
             raise ValueError(
                 f"policy.router.scorer factored splits the audio from the text: inputs must hold audio and "
@@ -192,6 +198,11 @@ class Router(nn.Module):
             self.register_buffer(f"familiar_{name}_cut", torch.tensor(-2.0))  # unfitted: nothing is unfamiliar
         if config.scorer == "per_tool":
             self.net = mlp(input_dim, config.hidden, num_tools, config)
+            return
+        if config.scorer == "prior":
+            from .prior import PriorScorer
+
+            self.net = PriorScorer(input_dim, config, num_tools, columns)
             return
         if config.scorer == "factored":
             if columns is None or "audio" not in columns or len(columns) < 2:
@@ -302,6 +313,9 @@ class Router(nn.Module):
         if self.config.scorer == "per_tool":
             out = self.net(features) / temperature
             return (out[:, :-1], out[:, -1]) if self.config.abstain else (out, None)
+        if self.config.scorer == "prior":
+            tools, call = self.net(features)
+            return tools / temperature, None if call is None else call / temperature
         if self.config.scorer == "factored":
             out = self.net(features[:, self.text_columns])
             asked = out[:, :-1] if self.config.abstain else out
@@ -375,25 +389,6 @@ class Router(nn.Module):
         tools, call = self.heads(features)
         probs = torch.sigmoid(tools)
         return probs if call is None else probs * torch.sigmoid(call).unsqueeze(-1)
-
-
-def mlp(input_dim: int, hidden: int, num_tools: int, config: RouterConfig) -> nn.Sequential:
-    """LayerNorm, one hidden layer, a logit per tool (and the call logit with ``abstain``), every tool
-    starting at ``init_bias``."""
-    net = nn.Sequential(
-        nn.LayerNorm(input_dim), nn.Linear(input_dim, hidden), nn.GELU(), nn.Linear(hidden, num_tools + config.abstain)
-    )
-    nn.init.constant_(net[-1].bias, config.init_bias)
-    if config.abstain:
-        nn.init.constant_(net[-1].bias[-1:], config.call_init)
-    nn.init.normal_(net[-1].weight, std=0.01)
-    return net
-
-
-def log1mexp(x: torch.Tensor) -> torch.Tensor:
-    """log(1 − eˣ) for x < 0, accurate at both ends (Mächler 2012)."""
-    x = x.clamp(max=-1e-7)
-    return torch.where(x > -0.6931, torch.log(-torch.expm1(x)), torch.log1p(-torch.exp(x)))
 
 
 def familiar_columns(config: RouterConfig, columns: dict | None, descriptions: torch.Tensor | None) -> dict:

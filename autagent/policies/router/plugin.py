@@ -11,6 +11,7 @@ from safetensors.torch import load_file, save_file
 
 from tools import get_tool
 
+from ...plugin.dial import Dial, apply_dial, recorded_seconds
 from ...plugin.manifest import export_plugin, read_manifest, write_manifest
 from ...plugin.trust import PluginError, file_digest
 from .backoff import Backoff, BackoffConfig
@@ -34,10 +35,16 @@ def export_router(
     training_config: dict,
     metrics: dict | None = None,
     head: DescriptionHead | None = None,
+    tool_seconds: dict | None = None,
+    tool_values: dict | None = None,
+    values_source: str | None = None,
 ) -> Path:
     """A router plugin: ``model.safetensors``, the encoders it expects, the descriptions of the tools it
     trained with and, with ``head``, ``zero_shot.safetensors``, which scores tools added later from
-    their descriptions (so does a ``tool_conditioned`` router's own scorer)."""
+    their descriptions (so does a ``tool_conditioned`` router's own scorer).  ``tool_seconds``: each
+    tool's measured seconds per clip on the exporting machine (the dial's latency budget reads them);
+    ``tool_values``: each tool's average gain alone over no tool on the training queries (the fixed
+    order an eval's cost curve compares against)."""
 
     def write(tmp: Path) -> None:
         save_file({k: v.contiguous() for k, v in router.state_dict().items()}, tmp / "model.safetensors")
@@ -63,6 +70,8 @@ def export_router(
             else ("scorer" if router.config.scorer == "tool_conditioned" else None),
             "training_config": training_config,
             "metrics": metrics or {},
+            **({"tool_seconds": tool_seconds} if tool_seconds else {}),
+            **({"tool_values": tool_values, "tool_values_source": values_source} if tool_values else {}),
         },
     )
 
@@ -123,6 +132,10 @@ class RouterPlugin:
             else:
                 self.router.set_tools(self.descriptions, [*range(len(descriptions)), *[None] * len(new)])
         self.router.eval()
+        self.dial: Dial | None = None
+        """The accuracy-for-cost dial every selection goes through (:mod:`autagent.plugin.dial`); None: the
+        trained threshold alone."""
+        self.seconds = recorded_seconds(manifest)
         self.backoff = None
         """(the :class:`Backoff`, the zero-shot head it reads) when the plugin carries ``backoff.safetensors``."""
         if (directory / BACKOFF_FILE).is_file():
@@ -155,10 +168,33 @@ class RouterPlugin:
         """Every tool this plugin scores: the learned ones, then those added zero-shot."""
         return self.learned_tools + self.zero_shot_tools
 
-    def select_many(self, samples) -> list[tuple[str, ...]]:
+    def scores_many(self, samples) -> tuple[torch.Tensor, torch.Tensor]:
+        """``([B, T] 0/1 selections at the trained threshold, [B, T] each tool's probability)``, tools in
+        :attr:`tools` order: the router's probabilities for the learned tools, the zero-shot head's for
+        the added ones (the back-off may decide a selection, the ranking stays the router's)."""
         features = self.featurizer.of_samples(samples)
         chosen = select_with_head(self.router, self.head, features, self.descriptions, self.backoff)
-        return [subset_ids(row, self.tools) for row in chosen]
+        probs = self.router.tool_probabilities(features)
+        if self.head is not None:
+            added = torch.sigmoid(added_logits(self.head, features, self.descriptions, len(self.learned_tools)))
+            probs = torch.cat([probs, added], dim=1)
+        return chosen, probs[:, : chosen.shape[1]]
+
+    def ranked_many(self, samples) -> list[tuple[str, ...]]:
+        """Per query, the tools the plugin calls at its threshold, most probable first."""
+        chosen, probs = self.scores_many(samples)
+        out = []
+        for on, p in zip(chosen, probs):
+            called = [j for j in range(len(on)) if on[j] > 0.5]
+            out.append(tuple(self.tools[j] for j in sorted(called, key=lambda j: (-float(p[j]), j))))
+        return out
+
+    def select_many(self, samples) -> list[tuple[str, ...]]:
+        if self.dial is None or not self.dial.active:
+            features = self.featurizer.of_samples(samples)
+            chosen = select_with_head(self.router, self.head, features, self.descriptions, self.backoff)
+            return [subset_ids(row, self.tools) for row in chosen]
+        return apply_dial(self.ranked_many(samples), self.dial, self.seconds, self.tools)
 
     def select(self, audio: str, question: str, choices=()) -> list[str]:
         from ...data.sample import Sample
@@ -198,8 +234,12 @@ class RouterPlugin:
                 p = round(float(added[k]), 4)
                 out["tools"][tool] = {"decided_by": "zero-shot head", "probability": p, "zero_shot_probability": p}
                 out["tools"][tool]["backoff_decided"] = False
-        for tool, on in zip(self.tools, chosen):
-            out["tools"][tool] = {"called": bool(on > 0.5), **out["tools"][tool]}
+        called = {t for t, on in zip(self.tools, chosen) if on > 0.5}
+        if self.dial is not None and self.dial.active:  # the dial cuts the threshold's tools, never adds
+            called = set(self.select(audio, question, choices))
+            out["dial"] = {"max_tools": self.dial.max_tools, "latency_budget_ms": self.dial.latency_budget_ms}
+        for tool in self.tools:
+            out["tools"][tool] = {"called": tool in called, **out["tools"][tool]}
         return out
 
 

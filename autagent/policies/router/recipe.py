@@ -23,6 +23,7 @@ from tools import get_tool
 from ...data.progress import progress as tqdm
 from .. import export_fields
 from .answers import AnswerSource
+from .costs import tool_seconds, tool_values
 from .crossval import apply, candidates, cross_validate
 from .ensemble import RouterEnsemble
 from .features import Featurizer
@@ -133,7 +134,14 @@ class Queries:
         """A fresh source for one trainer (its own y_base, memo and counters)."""
         cfg = self.ctx.config.table
         return AnswerSource(
-            self.ctx.reasoner, self.ctx.records, self.ctx.tool_ids, self.table, self.budget, cfg.outside, cfg.unasked
+            self.ctx.reasoner,
+            self.ctx.records,
+            self.ctx.tool_ids,
+            self.table,
+            self.budget,
+            cfg.outside,
+            cfg.unasked,
+            self.ctx.config.reward.signal,
         )
 
 
@@ -150,7 +158,7 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
     summary.update(run_summary(ctx, start, runs, queries.budget, price))
     policy = runs[0][0] if start.members == 1 else RouterEnsemble([r for r, _, _ in runs])
     head = fit_head(start, policy, queries, summary)
-    plugin_dir = export_router(router=policy, featurizer=start.featurizer, head=head, **export_fields(ctx, summary))
+    plugin_dir = export(ctx, start, policy, head, queries, summary)
     if start.source is not None and start.source.backoff is not None:
         kept = {k: v for k, v in start.source.manifest["backoff"].items() if k != "config"}
         attach_backoff(plugin_dir, start.source.backoff, kept)
@@ -253,3 +261,15 @@ def fit_head(start: PolicyStart, policy, queries: Queries, summary: dict):
     tuning = (dev[0], policy.select(dev[0])) if dev else None
     summary["zero_shot_head"] = head.fit(features, start.descriptions, policy.select(features), tuning)
     return head
+
+
+def export(ctx, start: PolicyStart, policy, head, queries: Queries, summary: dict) -> Path:
+    """The plugin, with each tool's measured seconds (the dial's latency budget) and its average value on
+    the training queries (the fixed-order curve a user could build without learning)."""
+    values, values_source = tool_values(ctx.tool_ids, queries.samples, queries.table, ctx.reasoner, ctx.records)
+    inherited = start.source.manifest.get("tool_seconds") if start.source is not None else None
+    costs = {"tool_seconds": tool_seconds(ctx.pool, ctx.tool_ids, inherited), "tool_values": values}
+    fields = export_fields(ctx, summary)
+    return export_router(
+        router=policy, featurizer=start.featurizer, head=head, **costs, **fields, values_source=values_source
+    )

@@ -274,18 +274,20 @@ class AnswerTable:
                 return total
         return None
 
-    def rewards(self, sids: list[str], kind: str, tool_cost: float) -> np.ndarray:
+    def rewards(self, sids: list[str], kind: str, tool_cost: float, signal: str = "binary") -> np.ndarray:
         """``[N, 2^T]``: each query's reward under every subset (:func:`every_subset`), from the asked or
-        predicted answers: 1[right] (− 1[right with no tool] for the differential kind) − price × tools.
-        The answers' correctness is computed once per table state."""
+        predicted answers: 1[right] (− 1[right with no tool] for the differential kind) − price × tools;
+        with ``signal`` confidence, p(right) from the choice scores in place of 1[right].  The answers'
+        correctness is computed once per table state."""
         subsets = every_subset(self.tool_ids)
         memo = getattr(self, "_correct", None)
-        if memo is None or memo[0] != self._version:
-            memo = self._version, {}
+        if memo is None or memo[0] != (self._version, signal):
+            memo = (self._version, signal), {}
             self._correct = memo
         missing = [sid for sid in sids if sid not in memo[1]]
         if missing:
-            memo[1].update(zip(missing, self.correct_matrix(missing, subsets)))
+            matrix = self.confidence_matrix if signal == "confidence" else self.correct_matrix
+            memo[1].update(zip(missing, matrix(missing, subsets)))
         correct = np.stack([memo[1][sid] for sid in sids]) if sids else np.zeros((0, len(subsets)))
         if kind == "differential":
             correct = correct - correct[:, :1]  # the first subset is the empty one: y_base
@@ -301,6 +303,32 @@ class AnswerTable:
         """``[N, S]`` 1.0 where the (asked or predicted) answer of query ``sids[i]`` under ``subsets[j]``
         is right."""
         return np.array([[float(is_correct(self.samples[sid], self.answer(sid, z))) for z in subsets] for sid in sids])
+
+    def confidence_matrix(self, sids: list[str], subsets: list[Subset]) -> np.ndarray:
+        """``[N, S]`` the reasoner's probability of the right choice (softmax of the asked or surrogate
+        choice scores, summed over the choices that count as right); 1[right] where no scores exist."""
+        out = np.zeros((len(sids), len(subsets)))
+        for i, sid in enumerate(sids):
+            sample = self.samples[sid]
+            right = np.array([float(is_correct(sample, c)) for c in sample.choices])
+            for j, z in enumerate(subsets):
+                got = self.answers[sid].get(tuple(z))
+                scores = (
+                    np.asarray(got[1], dtype=float)
+                    if got is not None and got[1] is not None
+                    else (None if got is not None else self._additive_scores(self.answers[sid], tuple(z)))
+                )
+                if (
+                    scores is None
+                    or len(scores) != len(right)
+                    or np.isnan(scores).any()
+                    or not np.isfinite(scores).any()
+                ):
+                    out[i, j] = float(is_correct(sample, self.answer(sid, z)))
+                    continue
+                p = np.exp(scores - np.max(scores))
+                out[i, j] = float((p / p.sum()) @ right)
+        return out
 
     def asked_share(self, sids: list[str], subsets: list[Subset]) -> float:
         """The share of (query, subset) pairs the reasoner was really asked (the rest are the surrogate's)."""

@@ -1,0 +1,162 @@
+"""The accuracy-for-cost dial: ``--max-tools K`` never calls more than K tools, a latency budget is honoured
+with the seconds the plugin records, the dial only removes tools the threshold calls, bad values are one
+line, and an eval's report carries the accuracy-against-tools curve beside the fixed order's."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from autagent import api
+from autagent.cli import main
+from autagent.plugin.dial import Dial, DialError, apply_dial, top_k
+from autagent.policies.router.costs import tool_seconds, tool_values
+from autagent.policies.router.features import Featurizer
+from autagent.policies.router.model import Router, RouterConfig
+from autagent.policies.router.plugin import export_router
+
+SEVEN = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events", "speakers")
+SECONDS = {"asr": 0.9, "emotion": 0.05, "chords": 0.4, "tempo": 0.1, "pitch": 0.2, "sound_events": 0.3, "speakers": 0.6}
+VALUES = {
+    "asr": 0.2,
+    "emotion": 0.0,
+    "chords": -0.01,
+    "tempo": 0.05,
+    "pitch": 0.01,
+    "sound_events": 0.1,
+    "speakers": 0.0,
+}
+
+
+def test_apply_dial_caps_the_count_and_fits_the_budget_skipping_what_does_not_fit():
+    ranked = [("asr", "tempo", "emotion"), ("chords",), ()]
+    assert apply_dial(ranked, Dial(max_tools=1), SECONDS, SEVEN) == [("asr",), ("chords",), ()]
+    assert apply_dial(ranked, Dial(max_tools=0), SECONDS, SEVEN) == [(), (), ()]
+    # 200 ms: asr (900 ms) does not fit, tempo (100) and emotion (50) do; the output keeps the tools' order
+    assert apply_dial(ranked, Dial(latency_budget_ms=200), SECONDS, SEVEN) == [("emotion", "tempo"), (), ()]
+    assert apply_dial(ranked, None, SECONDS, SEVEN) == [("asr", "emotion", "tempo"), ("chords",), ()]
+
+
+@pytest.mark.parametrize("kwargs", [{"max_tools": -1}, {"max_tools": 1.5}, {"latency_budget_ms": -3.0}])
+def test_a_bad_dial_is_refused(kwargs):
+    with pytest.raises(DialError):
+        Dial(**kwargs)
+
+
+def test_a_latency_budget_without_recorded_seconds_names_the_tools():
+    with pytest.raises(DialError, match=r"\['asr'\]"):
+        apply_dial([("asr",)], Dial(latency_budget_ms=100), {}, SEVEN)
+
+
+def test_top_k_takes_the_k_most_probable_whatever_the_threshold():
+    scores = torch.tensor([[0.1, 0.9, 0.3], [0.2, 0.2, 0.8]])
+    assert top_k(scores, ["a", "b", "c"], 2) == [("b", "c"), ("a", "c")]
+    assert top_k(scores, ["a", "b", "c"], 0) == [(), ()]
+
+
+class _Pool:
+    clips = {"asr": 4, "tempo": 2}
+    seconds = {"asr": 2.0, "tempo": 0.3}
+
+
+def test_tool_seconds_come_from_the_runs_own_calls_else_the_warm_start():
+    got = tool_seconds(_Pool(), ("asr", "tempo", "pitch", "chords"), inherited={"pitch": 0.07})
+    assert got == {"asr": 0.5, "tempo": 0.15, "pitch": 0.07}
+
+
+@pytest.fixture(scope="module")
+def plugin_dir(tmp_path_factory):
+    """A tiny router that calls most tools at its threshold, with recorded seconds and values."""
+    torch.manual_seed(2)
+    featurizer = Featurizer(RouterConfig())
+    router = Router(featurizer.dim, RouterConfig(), len(SEVEN))
+    with torch.no_grad():
+        router.net[-1].bias.copy_(torch.tensor([4.0, 3.0, 2.0, 3.5, 2.5, 1.5, -4.0]))
+    return export_router(
+        tmp_path_factory.mktemp("dial") / "plugin",
+        router,
+        featurizer,
+        SEVEN,
+        "embedded",
+        {},
+        30.0,
+        {"name": "dial"},
+        {},
+        tool_seconds=SECONDS,
+        tool_values=VALUES,
+        values_source="a test's numbers",
+    )
+
+
+def test_the_plugin_records_seconds_and_values_and_max_tools_never_exceeds_k(plugin_dir, tiny_bench):
+    manifest = json.loads((plugin_dir / "manifest.json").read_text())
+    assert manifest["tool_seconds"] == SECONDS and manifest["tool_values"] == VALUES
+    plugin = api.load(plugin_dir)
+    samples = tiny_bench["test"]
+    undialled = plugin.select_many(samples)
+    assert max(len(z) for z in undialled) >= 4
+    for k in range(len(SEVEN) + 1):
+        plugin.dial = Dial(max_tools=k)
+        for chosen, full in zip(plugin.select_many(samples), undialled):
+            assert len(chosen) <= k and set(chosen) <= set(full)
+    for budget in (0, 120, 500, 1500):
+        plugin.dial = Dial(latency_budget_ms=budget)
+        for chosen, full in zip(plugin.select_many(samples), undialled):
+            assert sum(SECONDS[t] for t in chosen) <= budget / 1000 + 1e-9 and set(chosen) <= set(full)
+    plugin.dial = Dial(latency_budget_ms=1000)
+    assert any(len(z) >= 2 for z in plugin.select_many(samples))  # the budget cuts, it does not silence
+
+
+def test_select_on_the_command_line_takes_the_dial(plugin_dir, speech_wav, capsys):
+    argv = ["select", "--plugin", str(plugin_dir), "--audio", str(speech_wav[0]), "--question", "Who speaks?"]
+    assert main(argv) == 0
+    assert len(json.loads(capsys.readouterr().out)["tools"]) >= 4
+    assert main([*argv, "--max-tools", "2"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["tools"]) == 2
+    assert main([*argv, "--latency-budget-ms", "160"]) == 0
+    assert json.loads(capsys.readouterr().out)["tools"] == ["emotion", "tempo"]
+    assert main([*argv, "--max-tools", "-2"]) == 2
+    assert capsys.readouterr().err.strip() == "autagent: error: max_tools must be >= 0, got -2"
+
+
+def test_tool_values_are_each_tools_gain_alone_on_training_queries(tiny_bench, tmp_path):
+    from autagent.reasoners import ReasonerConfig, build_reasoner
+
+    reasoner = build_reasoner(ReasonerConfig(), str(tmp_path / "answers"), 30.0)
+    values, source = tool_values(SEVEN, tiny_bench["train"][:12], None, reasoner, tiny_bench["records"])
+    assert set(values) == set(SEVEN) and source == "12 training queries"
+    assert all(-1.0 <= v <= 1.0 for v in values.values()) and any(v != 0 for v in values.values())
+
+
+def test_eval_with_max_tools_calls_at_most_k_and_reports_the_curve(plugin_dir, tiny_bench, tmp_path):
+    import yaml
+
+    config = {
+        "name": "dial",
+        "output_dir": str(tmp_path / "runs"),
+        "answer_cache_dir": str(tmp_path / "answers"),
+        "data": {"test": str(tiny_bench["paths"]["test"])},
+        "tools": {"executor": "local", "cache_dir": str(tiny_bench["cache"])},
+        "eval": {"methods": ["no_tool", "all_tools", "policy"]},
+        "logging": {"wandb": False, "progress": False},
+    }
+    path = tmp_path / "dial.yaml"
+    path.write_text(yaml.safe_dump(config))
+    out = tmp_path / "eval"
+    argv = ["eval", "--config", str(path), "--plugin", str(plugin_dir), "--out", str(out), "--max-tools", "1"]
+    assert main(argv) == 0
+    rows = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    policy = [r for r in rows if r["method"] == "policy"]
+    assert policy and max(len(r["tools"]) for r in policy) == 1
+    metrics = json.loads((out / "metrics.json").read_text())
+    curve = metrics["cost_curve"]
+    assert [p["k"] for p in curve["plugin"]] == list(range(8))
+    assert [p["avg_tools"] for p in curve["plugin"]] == [float(k) for k in range(8)]
+    assert curve["plugin"][0]["accuracy"] == pytest.approx(metrics["methods"]["no_tool"]["accuracy"], abs=1e-4)
+    assert curve["plugin"][7]["accuracy"] == pytest.approx(metrics["methods"]["all_tools"]["accuracy"], abs=1e-4)
+    assert curve["fixed_order"]["order"][:2] == ["asr", "sound_events"]
+    assert curve["threshold"]["avg_tools"] == metrics["methods"]["policy"]["avg_tools"] <= 1
+    report = (out / "report.md").read_text()
+    assert "## Accuracy against tools (the dial)" in report and (out / "cost_curve.png").is_file()
