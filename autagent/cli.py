@@ -156,7 +156,7 @@ def cmd_data_generate(args) -> int:
 
 def cmd_data_validate(args) -> int:
     from .data.loaders import load
-    from .pipeline import clip_check
+    from .recipes.run import clip_check
 
     check = clip_check(args.max_seconds) if not args.skip_audio else None
     loaded = load(args.file, args.format, audio_wording=args.audio_wording, check_audio=check)
@@ -190,7 +190,7 @@ def accelerate_command(config, argv: list[str]) -> list[str] | None:
 
 
 def cmd_train(args) -> int:
-    from .pipeline import refuse_what_will_not_fit, run_train
+    from .recipes.train import refuse_what_will_not_fit, run_train
 
     config = _config(args)
     if not args.force:
@@ -208,8 +208,8 @@ def cmd_train(args) -> int:
 
 
 def cmd_adapt(args) -> int:
-    from .adapt import adapt_config, run_adapt
     from .reasoners.base import ReasonerFailing
+    from .recipes.adapt import adapt_config, run_adapt
 
     config = adapt_config(
         args.plugin, args.reasoner, args.out, args.budget, args.tool_cost, args.config, _overrides(args.set)
@@ -246,8 +246,8 @@ def cmd_adapt(args) -> int:
 
 
 def cmd_eval(args) -> int:
-    from .pipeline import run_eval
     from .plugin.manifest import read_manifest
+    from .recipes.evaluate import run_eval
 
     if args.plugin:  # a folder that is no plugin, or not the pinned one: refused before the data and the tools
         read_manifest(args.plugin, args.plugin_sha256)
@@ -344,8 +344,8 @@ def cmd_plugin_sign(args) -> int:
 
 
 def cmd_plugin_backoff(args) -> int:
-    from .pipeline import load_splits
     from .policies.router.backoff_fit import backoff_copy
+    from .recipes.run import load_splits
 
     config = _config(args)
     splits = load_splits(config)
@@ -465,7 +465,7 @@ def cmd_plan(args) -> int:
 
 
 def cmd_sweep(args) -> int:
-    from .sweep import run_sweep
+    from .recipes.sweep import run_sweep
 
     summary = run_sweep(args.sweep, resume=args.resume, only=args.only)
     print(summary["table"])

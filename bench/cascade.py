@@ -41,7 +41,7 @@ SCORING = "autagent/reasoners/cascade/scoring.py"
 
 def workload(config, queries: int, subsets: int, seed: int = 0):
     """``queries`` lists of ``subsets`` (sample, records) requests: four-choice test questions."""
-    from autagent.pipeline import load_splits, tool_records
+    from autagent.recipes.run import load_splits, tool_records
 
     config.tools.executor = "local"
     splits = load_splits(config, need_train=False)

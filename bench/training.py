@@ -35,7 +35,7 @@ def main() -> None:
 
     from autagent.api import load
     from autagent.config import load_config
-    from autagent.pipeline import run_train
+    from autagent.recipes.train import run_train
 
     torch.set_num_threads(1)
     overrides = {
@@ -63,7 +63,7 @@ def main() -> None:
         f"reasoner calls: {t['reasoner_calls']} made vs {t['naive_reasoner_calls']} naive "
         f"({t['naive_reasoner_calls'] / max(t['reasoner_calls'], 1):.1f}x fewer; fresh answer cache)"
     )
-    from autagent.pipeline import load_splits
+    from autagent.recipes.run import load_splits
 
     splits = load_splits(config)
     once = len({x.audio for x in splits.train + splits.dev + splits.test}) * len(config.tools.tool_ids)
@@ -82,7 +82,7 @@ def time_selection(config, plugin) -> None:
     a plugin with a back-off is also timed without it, query by query in the same run (their ratio). With the
     features memoised it prints the process's CPU time too: on a machine other jobs share, wall-clock
     milliseconds move with their load, CPU time much less."""
-    from autagent.pipeline import load_splits
+    from autagent.recipes.run import load_splits
 
     samples = load_splits(config).test[:50]
     plugin.select_many(samples[:2])  # warm the encoders

@@ -120,12 +120,12 @@ def main(argv=None) -> None:
     from autagent.cli import _overrides
     from autagent.config import load_config
     from autagent.data.labelled import load_labelled
-    from autagent.pipeline import load_splits, tool_records
     from autagent.plugin.manifest import read_manifest
     from autagent.policies.baselines import DescriptionSelector
     from autagent.reasoners import build_reasoner
     from autagent.reasoners.base import CachedReasoner
     from autagent.reasoners.tool_loop import AgenticRun, build_caller
+    from autagent.recipes.run import load_splits, tool_records
 
     config = load_config(args.config, _overrides(args.set))
     config.tools.executor = "local"  # records come from the tool cache

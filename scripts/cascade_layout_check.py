@@ -19,10 +19,10 @@ import math
 import numpy as np
 
 from autagent.config import load_config
-from autagent.pipeline import load_splits, tool_records
 from autagent.policies.router.table import query_order
 from autagent.reasoners import build_reasoner
 from autagent.reasoners.base import ask_with_records
+from autagent.recipes.run import load_splits, tool_records
 from rewards.scoring import is_correct
 
 

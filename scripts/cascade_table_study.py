@@ -18,9 +18,9 @@ import collections
 import numpy as np
 
 from autagent.config import load_config
-from autagent.pipeline import load_splits, tool_records
 from autagent.policies.router.table import AnswerTable, Budget, query_order
 from autagent.reasoners import build_reasoner
+from autagent.recipes.run import load_splits, tool_records
 from rewards.scoring import is_correct
 
 

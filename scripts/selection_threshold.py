@@ -34,8 +34,8 @@ def main(argv=None) -> None:
     from autagent.data.labelled import load_labelled
     from autagent.evaluation.harness import run_method
     from autagent.evaluation.selection_check import score
-    from autagent.pipeline import load_splits, tool_records
     from autagent.reasoners import build_reasoner
+    from autagent.recipes.run import load_splits, tool_records
 
     config = load_config(args.config)
     config.tools.executor = "local"  # the records come from the tool cache; no actors needed for them

@@ -77,7 +77,7 @@ def test_digest_names_every_file_and_changes_with_a_clip(tmp_path):
 def test_a_run_records_its_data_digest(tmp_path):
     from autagent.config import load_config
     from autagent.data.generator import write_digest
-    from autagent.pipeline import data_digest
+    from autagent.recipes.run import data_digest
 
     (tmp_path / "train.json").write_text("[]")
     expected = write_digest(tmp_path)

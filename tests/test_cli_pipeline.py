@@ -361,7 +361,7 @@ def test_tools_run_prints_records(click_wav, tmp_path, capsys):
 
 def test_every_experiment_config_loads():
     from autagent.config import load_config
-    from autagent.sweep import read_sweep
+    from autagent.recipes.sweep import read_sweep
 
     paths = sorted(glob.glob("experiments/*.yaml"))
     assert len(paths) >= 9

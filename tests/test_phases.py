@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 import time
 
-from autagent.evaluation.phases import Clock, Phases, per_router_steps, table
+from autagent.evaluation.phases import Clock, Phases, table
+from autagent.policies.router.plots import member_step_seconds
 from tools.pool import PoolConfig, ToolPool
 
 
@@ -41,8 +42,8 @@ def test_each_routers_steps_come_from_its_log(tmp_path):
     (tmp_path / "members" / "1").mkdir(parents=True)
     (tmp_path / "train_log.jsonl").write_text("\n".join(json.dumps({"step_seconds": s}) for s in (1.0, 2.0)))
     (tmp_path / "members/1/train_log.jsonl").write_text(json.dumps({"step_seconds": 0.5}) + "\n")
-    assert per_router_steps(tmp_path, 2) == [3.0, 0.5]
-    assert per_router_steps(tmp_path, 3) == []  # a member without a log: nothing rather than a wrong row
+    assert member_step_seconds(tmp_path, 2) == [3.0, 0.5]
+    assert member_step_seconds(tmp_path, 3) == []  # a member without a log: nothing rather than a wrong row
     timings = {"phases": {"tool records": 9.0, "training": 4.0, "total": 20.0}, "routers": [3.0, 0.5]}
     timings["tools"] = {"tempo": {"busy_s": 5.0, "last_s": 8.5}}
     text = "\n".join(table(timings))

@@ -192,8 +192,8 @@ def test_autagent_plan_takes_the_measured_prompt_length_and_the_card(tmp_path, c
 def test_train_on_cuda_refuses_what_the_plan_says_will_not_fit_unless_forced(monkeypatch):
     """A 40 GB card (CUDA faked): ``autagent train`` stops before any work, naming the overflowing item;
     ``--force`` goes past the check."""
-    from autagent import pipeline
     from autagent.config import ConfigError
+    from autagent.recipes import train as train_recipe
 
     card = type("Card", (), {"name": "Fake 40GB", "total_memory": 40e9})()
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
@@ -202,7 +202,7 @@ def test_train_on_cuda_refuses_what_the_plan_says_will_not_fit_unless_forced(mon
     config = load_config("experiments/paper_qwen2audio.yaml")
     past = rf"takes it past {40 - headroom().gb:.1f} GB"
     with pytest.raises(ConfigError, match=rf"Fake 40GB, 40.0 GB: the memory plan says .*{past}.*--force"):
-        pipeline.run_train(config)
+        train_recipe.run_train(config)
 
     class Started(Exception):
         pass
@@ -210,12 +210,12 @@ def test_train_on_cuda_refuses_what_the_plan_says_will_not_fit_unless_forced(mon
     def started(*_):
         raise Started
 
-    monkeypatch.setattr(pipeline, "distributed_state", started)
+    monkeypatch.setattr(train_recipe, "distributed_state", started)
     with pytest.raises(Started):
-        pipeline.run_train(config, force=True)
+        train_recipe.run_train(config, force=True)
     card.total_memory = 80e9
     with pytest.raises(Started):  # the paper's config fits an 80 GB card
-        pipeline.run_train(config)
+        train_recipe.run_train(config)
 
 
 @pytest.mark.parametrize(

@@ -10,9 +10,10 @@ import json
 import pytest
 
 from autagent.evaluation.phases import table as phase_table
-from autagent.evaluation.plots import accuracy_figure, training_figure, training_logs
+from autagent.evaluation.plots import accuracy_figure
 from autagent.evaluation.report import label, markdown_report, wilson
 from autagent.plugin.card import evaluation_table
+from autagent.policies.router.plots import training_figure, training_logs
 
 
 def _method(accuracy, official=None, errors=0, categories=None):

@@ -11,7 +11,7 @@ import yaml
 
 from autagent.cli import main
 from autagent.evaluation.tables import write_tables
-from autagent.sweep import _mean_std
+from autagent.recipes.sweep import _mean_std
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -140,7 +140,7 @@ def test_a_factored_plugin_adds_a_tool_through_its_head_and_keeps_the_learned_to
 
 
 def test_the_sweep_reports_an_added_tools_recall_precision_and_calls_over_seeds():
-    from autagent.sweep import added_tools_summary, markdown
+    from autagent.recipes.sweep import added_tools_summary, markdown
 
     def run(accuracy, recall, precision, called):
         per_tool = {"tempo": {"recall": recall, "precision": precision, "called": called, "needed": 26}}

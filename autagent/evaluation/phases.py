@@ -56,23 +56,6 @@ class Clock:
         return timed
 
 
-def per_router_steps(run_dir, members: int) -> list[float]:
-    """Seconds of each router's GRPO steps (``step_seconds`` summed over its ``train_log.jsonl``:
-    member 0 in the run folder, the others under ``members/``); empty where there is no such log."""
-    import json
-    from pathlib import Path
-
-    out = []
-    for m in range(members):
-        log = Path(run_dir) / ("train_log.jsonl" if m == 0 else f"members/{m}/train_log.jsonl")
-        try:
-            rows = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
-        except (OSError, ValueError):
-            return []
-        out.append(round(sum(r.get("step_seconds", 0.0) for r in rows), 1))
-    return out
-
-
 def timings_of(phases: Phases, pool, answers: dict[str, float], routers: list[float]) -> dict:
     """metrics.json's ``timings``: the phases (and the total), each tool's calls (``pool``: a
     :class:`tools.pool.ToolPool`), each router's GRPO steps, the reasoner's answers in training and

@@ -15,7 +15,7 @@ tables, is caught.  Every table of the spec must stand on its page (``page:``, e
 between both markers, and no marker may stand alone: deleting a table's markers to edit its figures
 freely is an error too (a table the spec no longer wants leaves the spec as well).  Means ± spread are
 computed here from the seeds' values with the sweeps' own spread (the sample standard deviation,
-``statistics.stdev``, as ``autagent/sweep.py``), never by hand.
+``statistics.stdev``, as ``autagent/recipes/sweep.py``), never by hand.
 """
 
 from __future__ import annotations

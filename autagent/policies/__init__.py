@@ -39,7 +39,7 @@ class PolicyConfig:
 def export_fields(ctx, summary: dict) -> dict:
     """What a policy's export takes from the run (``export_router`` and ``export_lm`` name these
     parameters alike): the plugin folder, the run's tools as configured, its resolved config, and the
-    training summary as the plugin's metrics.  ``ctx`` is the recipe's :class:`autagent.pipeline.RunContext`."""
+    training summary as the plugin's metrics.  ``ctx`` is the recipe's :class:`autagent.recipes.run.RunContext`."""
     tools = ctx.config.tools
     return {
         "directory": ctx.run_dir / "plugin",

@@ -7,5 +7,5 @@ tool list, and writes the chosen tools as ``<answer>...</answer>``; trained with
 * :mod:`.reward`: the TRL reward function (parse, run tools, ask the reasoner, score);
 * :mod:`.trainer`: the GRPOTrainer subclass (audio features, advantage estimator, masked log-probs);
 * :mod:`.plugin`: export and loading;
-* :mod:`.recipe`: the training step the shared recipe (:mod:`autagent.pipeline`) calls.
+* :mod:`.recipe`: the training step the shared recipe (:mod:`autagent.recipes.train`) calls.
 """

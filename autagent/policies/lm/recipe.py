@@ -1,4 +1,4 @@
-"""The LM policy's step of the shared recipe (:mod:`autagent.pipeline`): y_base, TRL GRPO, plugin."""
+"""The LM policy's step of the shared recipe (:mod:`autagent.recipes.train`): y_base, TRL GRPO, plugin."""
 
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ def baseline_answers(reasoner, samples, state) -> dict:
     return base
 
 
-def train_lm(ctx, resume: bool = False):
+def train(ctx, resume: bool = False):
     """Train with TRL on every rank; rank 0 exports the plugin.  Returns (plugin folder, summary,
     selector): on rank 0 the selector is the trained model already in memory, so evaluation loads no
     second copy; other ranks return ``(None, summary, None)``."""
@@ -98,3 +98,12 @@ def train_lm(ctx, resume: bool = False):
 
 def has_checkpoints(run_dir: Path) -> bool:
     return any((run_dir / "trainer").glob("checkpoint-*"))
+
+
+def after_training(ctx, plugin_dir, summary: dict, phases) -> None:
+    """Nothing: TRL's trainer logs and plots its own training."""
+
+
+def member_seconds(ctx) -> list[float]:
+    """The LM trains one policy, timed by TRL: no per-member rows."""
+    return []

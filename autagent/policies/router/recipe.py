@@ -1,4 +1,4 @@
-"""The router's step of the shared recipe (:mod:`autagent.pipeline`): features, the answer table,
+"""The router's step of the shared recipe (:mod:`autagent.recipes.train`): features, the answer table,
 cross-validation, GRPO, plugin export.
 
 * From scratch, or from a router plugin (``policy.init_from``, :mod:`.warm`): its routers start the
@@ -145,9 +145,9 @@ class Queries:
         )
 
 
-def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
+def train(ctx, resume: bool = False) -> tuple[Path, dict, None]:
     """Start the policy, fill the table, cross-validate, train the members, fit the head, export.
-    ``ctx`` is the recipe's :class:`autagent.pipeline.RunContext`; returns (plugin folder, summary, None)."""
+    ``ctx`` is the recipe's :class:`autagent.recipes.run.RunContext`; returns (plugin folder, summary, None)."""
     start = PolicyStart.of(ctx)
     torch.manual_seed(start.seed(0))  # as before ensembles: a single router's draws are unchanged
     queries, summary = training_queries(ctx, start.featurizer)
@@ -273,3 +273,26 @@ def export(ctx, start: PolicyStart, policy, head, queries: Queries, summary: dic
     return export_router(
         router=policy, featurizer=start.featurizer, head=head, **costs, **fields, values_source=values_source
     )
+
+
+def after_training(ctx, plugin_dir: Path, summary: dict, phases) -> None:
+    """The back-off, fitted on the exported plugin (not trained; a warm start keeps its source's), and the
+    training plot (``training.png``)."""
+    config = ctx.config
+    if config.policy.router.backoff and not config.policy.init_from:
+        from .backoff_fit import fit_backoff
+
+        with phases("back-off fit"):
+            fitted = fit_backoff(plugin_dir, ctx.splits.train, ctx.splits.dev, config.policy.router.backoff)
+        summary["backoff"] = {k: v for k, v in fitted.items() if k != "curve"}
+    from .plots import plot_training
+
+    with phases("training plot"):
+        plot_training(ctx.run_dir / "train_log.jsonl", ctx.run_dir / "training.png", ctx.tool_ids)
+
+
+def member_seconds(ctx) -> list[float]:
+    """Seconds of each member's GRPO steps, from their training logs."""
+    from .plots import member_step_seconds
+
+    return member_step_seconds(ctx.run_dir, ctx.config.policy.router.ensemble)

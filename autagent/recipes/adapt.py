@@ -22,8 +22,8 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from .config import ConfigError, RunConfig, config_from_mapping, load_config
-from .plugin.manifest import read_manifest
+from ..config import ConfigError, RunConfig, config_from_mapping, load_config
+from ..plugin.manifest import read_manifest
 
 ADAPT_DEFAULTS = {
     "reward.tool_cost": 0.0,
@@ -78,7 +78,7 @@ def adapt_config(
 
 def run_adapt(config: RunConfig, out: str | Path, resume: bool = False) -> dict:
     """Train the adaptation (no evaluation) and copy its plugin to ``out``; returns the training summary."""
-    from .pipeline import run_train
+    from .train import run_train
 
     out = Path(out)
     if out.exists() and not resume:

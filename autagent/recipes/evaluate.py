@@ -1,0 +1,153 @@
+"""``autagent eval``: every baseline and the plugin's policy on a test split, into a folder of outputs
+(metrics.json, report.md, plots); also the last step of ``autagent train``."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+from tools.pool import ToolPool
+
+from ..config import ConfigError, RunConfig
+from ..data.sample import Sample
+from .run import Logger, data_digest, load_splits, tool_records
+
+log = logging.getLogger("autagent")
+
+
+def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | None = None):
+    """The plugin's ``select_many``, after the plugin's tools have become the run's (``config.tools`` is
+    updated in place; see :func:`autagent.api.run_tools`)."""
+    if plugin_dir is None:
+        return None
+    from ..api import load, run_tools
+    from ..plugin.dial import Dial, set_dial
+    from ..plugin.manifest import read_manifest
+
+    config.tools, extra = run_tools(config.tools, read_manifest(plugin_dir, expected_sha256))
+    plugin = load(
+        plugin_dir,
+        tools_profile=config.tools.profile,
+        tool_settings=config.tools.settings,
+        expected_sha256=expected_sha256,
+        extra_tools=extra,
+    )
+    return set_dial(plugin, Dial(config.eval.max_tools, config.eval.latency_budget_ms)).select_many
+
+
+def agentic_run(config: RunConfig, reasoner_config, reasoner):
+    """The agentic methods' loop: the caller ``eval.agentic.caller`` names, the run's tool pool for calls
+    that name a window, as many items at once as an endpoint takes (one for the scripted caller)."""
+    from ..reasoners.tool_loop import AgenticRun, EndpointCaller, build_caller
+
+    try:
+        caller = build_caller(config.eval.agentic, reasoner_config, reasoner)
+    except ValueError as err:
+        raise ConfigError(str(err)) from None
+    concurrency = reasoner_config.openai.max_concurrency if isinstance(caller, EndpointCaller) else 1
+    return AgenticRun(caller, config.eval.agentic.max_rounds, ToolPool(config.tools), concurrency)
+
+
+def run_eval(
+    config: RunConfig,
+    out_dir: str | Path,
+    plugin_dir: str | Path | None = None,
+    samples: list[Sample] | None = None,
+    records: dict | None = None,
+    dataset_name: str | None = None,
+    log_to_wandb: bool = False,
+    expected_sha256: str | None = None,
+    policy_select=None,
+    reasoner=None,
+) -> dict:
+    """Every baseline (and the plugin's policy) on the test split; writes the harness outputs.
+
+    ``policy_select`` and ``reasoner``, when given, are used as they are (right after training: the
+    trained model and the reasoner already in memory) instead of loading the plugin and building a
+    reasoner; a reasoner passed in is left open for the caller."""
+    from ..evaluation.harness import AGENTIC_METHODS, evaluate, price_check, tool_error_counts, write_outputs
+    from ..reasoners import build_reasoner
+
+    if samples is None:
+        splits = load_splits(config, need_train=False)
+        samples, dataset_name = splits.test, splits.test_name
+    if not samples:
+        raise ConfigError("nothing to evaluate: no test split (set data.test, or use the embedded benchmark)")
+    if policy_select is None:  # refuse a bad plugin before any work
+        policy_select = build_policy_select(plugin_dir, config, expected_sha256)
+    tool_ids = config.tools.tool_ids
+    records = records if records is not None else tool_records(config, samples)
+    reasoner_config = config.eval_reasoner or config.reasoner
+    owned = reasoner is None
+    if owned:
+        reasoner = build_reasoner(reasoner_config, config.answer_cache_dir, config.tools.max_seconds)
+    started = time.perf_counter()
+    methods = list(config.eval.methods) if plugin_dir else [m for m in config.eval.methods if m != "policy"]
+    oracle_size = config.eval.oracle_max_size or (None if len(tool_ids) <= 8 else 2)
+    try:
+        agentic = agentic_run(config, reasoner_config, reasoner) if set(methods) & set(AGENTIC_METHODS) else None
+        block, results = evaluate(
+            samples,
+            records,
+            reasoner,
+            methods,
+            tool_ids,
+            policy_select,
+            config.eval.random_seed,
+            config.eval.desc_margin,
+            config.eval.desc_floor,
+            oracle_size,
+            config.logging.progress,
+            agentic,
+        )
+        curve = None
+        plugin = getattr(policy_select, "__self__", None)  # the loaded plugin whose select_many this is
+        if config.eval.cost_curve and "policy" in block and hasattr(plugin, "scores_many"):
+            from ..evaluation.cost_curve import cost_curve
+            from ..evaluation.harness import run_method
+
+            run = lambda subsets: run_method(reasoner, samples, records, subsets)  # noqa: E731
+            curve = cost_curve(plugin, samples, run, tool_ids, block)
+    finally:
+        if owned:
+            reasoner.close()
+    extra = {
+        "data_digest": data_digest(config),
+        "reasoner_fingerprint": reasoner.fingerprint(),
+        "reasoner_where": getattr(
+            reasoner, "where", reasoner.name
+        ),  # what answered (a server: its scoring, text or logprobs)
+        "eval_seconds": round(time.perf_counter() - started, 1),
+        "reasoner_calls": reasoner.calls,
+        "reasoner_cache_hits": reasoner.hits,
+        "reasoner_failures": reasoner.failures,
+        "tool_errors": tool_error_counts(samples, records),
+        "price_check": price_check(block, config.reward.tool_cost),
+        **({"cost_curve": curve} if curve else {}),
+    }
+    if plugin_dir:
+        extra["plugin"] = {
+            "path": str(plugin_dir),
+            "content_hash": json.loads((Path(plugin_dir) / "manifest.json").read_text())["content_hash"],
+        }
+    metrics = write_outputs(
+        out_dir,
+        dataset_name or "dataset",
+        reasoner_config.kind + ":" + reasoner.name,
+        samples,
+        block,
+        results,
+        tool_ids,
+        config.eval.plots,
+        extra,
+    )
+    if log_to_wandb:
+        logger = Logger(config, out_dir)
+        logger.log(
+            {f"eval/{name}/accuracy": m["accuracy"] for name, m in block.items()}
+            | {f"eval/{name}/avg_tools": m["avg_tools"] for name, m in block.items()}
+        )
+        logger.finish()
+    return metrics

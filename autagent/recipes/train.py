@@ -1,0 +1,178 @@
+"""``make train`` / ``autagent train``, for both policies:
+
+    data -> tool records (Ray pool + cache) -> train (router: GRPO; lm: TRL) -> plugin -> evaluation
+
+into ``runs/<name>/`` (config, checkpoints, logs, metrics.json, report.md, plots, plugin/).  The
+policies plug in a training recipe (:mod:`autagent.policies.router.recipe`, :mod:`autagent.policies.lm.recipe`):
+its ``train``, what it does after training (the router: its back-off fit and training plot) and its
+members' step seconds; lower layers never import this module.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+
+from tools.pool import ToolPool
+
+from ..config import ConfigError, RunConfig, save_config
+from ..evaluation.phases import Clock, Phases, timings_of
+from .evaluate import run_eval
+from .run import Logger, RunContext, data_digest, distributed_state, load_splits, record_event, tool_records
+
+log = logging.getLogger("autagent")
+
+
+def refuse_what_will_not_fit(config: RunConfig) -> None:
+    """On CUDA, an LM run the memory plan says will not fit the card stops before any work, naming the
+    item that overflows and the nearest settings that fit (``autagent train --force`` skips this)."""
+    import torch
+
+    if config.policy.kind != "lm" or config.policy.lm.use_cpu or not torch.cuda.is_available():
+        return
+    from ..policies.lm.plan.report import refusal
+
+    card = torch.cuda.get_device_properties(torch.cuda.current_device())
+    message = refusal(config, card.total_memory / 1e9)
+    if message:
+        raise ConfigError(f"{card.name}, {card.total_memory / 1e9:.1f} GB: {message} (--force starts it anyway)")
+
+
+def run_train(config: RunConfig, resume: bool = False, force: bool = False, evaluate: bool = True) -> dict | None:
+    """The whole main job; returns the test metrics (also in ``runs/<name>/metrics.json``).  Without
+    ``evaluate`` (``autagent adapt``) it trains and exports only: no test records, no reasoner answers
+    on test items."""
+    if not force:
+        refuse_what_will_not_fit(config)
+    state = distributed_state(config)
+    open_run_folder(config, state, resume)
+    phases = Phases()
+    ctx, clocks = prepare(config, state, phases, evaluate)
+    recipe = policy_recipe(config.policy.kind)
+    try:
+        with phases("training"):
+            plugin_dir, summary, selector = recipe.train(ctx, resume)
+        answers = {"training_asked_s": clocks[0].seconds, "training_computed_s": clocks[1].seconds}
+        reasoner = ctx.reasoner
+        ctx.record(
+            "trained",
+            steps=summary.get("steps"),
+            reasoner_calls=reasoner.calls,
+            reasoner_cache_hits=reasoner.hits,
+            reasoner_failures=reasoner.failures,
+        )
+        if not state.is_main_process:
+            return None
+        recipe.after_training(ctx, plugin_dir, summary, phases)
+        metrics: dict = {"training": summary, "data_notes": ctx.splits.notes, "data_digest": data_digest(config)}
+        if ctx.splits.test and evaluate:
+            with phases("evaluation"):
+                metrics = evaluate_trained(ctx, plugin_dir, selector) | metrics
+            answers |= {
+                "evaluation_asked_s": clocks[0].seconds - answers["training_asked_s"],
+                "evaluation_computed_s": clocks[1].seconds - answers["training_computed_s"],
+            }
+        from ..plugin.manifest import update_card
+
+        with phases("card"):  # the card gains the run's table
+            content = update_card(plugin_dir, metrics if ctx.splits.test and evaluate else None)
+        metrics["plugin"] = {"path": str(plugin_dir), "content_hash": content}
+        log.info("plugin: %s (content hash %s)", plugin_dir, content)
+    finally:
+        ctx.reasoner.close()
+    metrics["timings"] = timings_of(phases, ctx.pool, answers, recipe.member_seconds(ctx))
+    write_metrics(ctx, metrics)
+    return metrics
+
+
+def policy_recipe(kind: str):
+    """The training recipe of ``policy.kind``: a module with ``train(ctx, resume)``, ``after_training(ctx,
+    plugin_dir, summary, phases)`` and ``member_seconds(ctx)``."""
+    if kind == "lm":
+        from ..policies.lm import recipe
+    else:
+        from ..policies.router import recipe
+    return recipe
+
+
+def open_run_folder(config: RunConfig, state, resume: bool) -> None:
+    """``runs/<name>/``: refused when it holds a run and ``resume`` is not set; the config saved, the start
+    recorded."""
+    run_dir = config.run_dir
+    started_before = (run_dir / "checkpoints").exists() or any((run_dir / "trainer").glob("checkpoint-*"))
+    started_before = started_before or (run_dir / "budget.json").exists()  # a table run stopped while asking
+    if not resume and started_before:
+        raise FileExistsError(f"{run_dir} already holds a run: use --resume to continue it, or another name")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not resume and state.is_main_process:
+        (run_dir / "train_log.jsonl").unlink(missing_ok=True)
+    save_config(config, run_dir / "config.yaml")
+    record_event(run_dir, state, "started", resume=resume, processes=state.num_processes)
+
+
+def prepare(config: RunConfig, state, phases: Phases, evaluate: bool) -> tuple[RunContext, tuple[Clock, Clock]]:
+    """Data, tool records and the reasoner, into the :class:`RunContext` a policy's recipe gets; and the two
+    clocks on the reasoner (every answer asked, the answer cache's included; the answers computed).  Rank 0
+    fills the data and tool caches and fetches the reasoner; the others then read them."""
+    from ..reasoners import build_reasoner
+
+    with state.main_process_first():
+        with phases("benchmark generation"):
+            splits = load_splits(config)
+        if not splits.train:
+            raise ConfigError("the training split is empty")
+        with phases("tool records"):
+            pool = ToolPool(config.tools)
+            records = tool_records(config, splits.train + splits.dev + (splits.test if evaluate else []), pool)
+        tool_nodes = pool.nodes()
+        pool.shutdown()  # every record is cached now: free the tools' memory (GPUs on a cluster) for training
+        record_event(config.run_dir, state, "tools", computed=pool.computed, errors=pool.errors, nodes=tool_nodes)
+        with phases("reasoner load"):
+            reasoner = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
+        reasoner.inner = computed = Clock(reasoner.inner, ("answer_many",))  # the answers the reasoner computed
+        reasoner = asked = Clock(reasoner, ("ask", "answer_many", "answer"))  # and all, the answer cache's included
+    logging_config = (
+        config
+        if state.is_main_process
+        else dataclasses.replace(config, logging=dataclasses.replace(config.logging, wandb=False))
+    )
+    logger = Logger(logging_config)
+    ctx = RunContext(config, config.run_dir, splits, records, pool, reasoner, logger, config.tools.tool_ids, state)
+    return ctx, (asked, computed)
+
+
+def evaluate_trained(ctx: RunContext, plugin_dir, selector) -> dict:
+    """The test split's evaluation right after training, with what is already loaded (the trained policy,
+    the reasoner); a transfer run (``eval_reasoner``) also scores the training reasoner on its own plugin,
+    and ``eval.add_tools`` the same plugin with more tools."""
+    config, splits, records, reasoner, run_dir = ctx.config, ctx.splits, ctx.records, ctx.reasoner, ctx.run_dir
+    select = selector.select_many if selector is not None else None
+    own = {"policy_select": select, "reasoner": reasoner}
+    test = (splits.test, records, splits.test_name)
+    if config.eval_reasoner is None:
+        metrics = run_eval(config, run_dir, plugin_dir, *test, **own)
+    else:  # transfer: the other reasoner, and the training reasoner on its own plugin
+        metrics = run_eval(config, run_dir, plugin_dir, *test, policy_select=select)
+        self_config = dataclasses.replace(config, eval_reasoner=None)
+        metrics["self"] = run_eval(self_config, run_dir / "self", plugin_dir, *test, **own)["methods"]
+    if config.eval.add_tools:  # the held-out-tool experiment: the same plugin, more tools
+        tools = dataclasses.replace(config.tools, enabled=[*config.tools.tool_ids, *config.eval.add_tools])
+        added = dataclasses.replace(config, tools=tools, eval=dataclasses.replace(config.eval, add_tools=[]))
+        same_reasoner = reasoner if config.eval_reasoner is None else None
+        methods = run_eval(
+            added, run_dir / "added", plugin_dir, splits.test, None, splits.test_name, reasoner=same_reasoner
+        )["methods"]
+        metrics["added_tools"] = {"tools": list(config.eval.add_tools), "methods": methods}
+    return metrics
+
+
+def write_metrics(ctx: RunContext, metrics: dict) -> None:
+    """metrics.json, and with an evaluation report.md and the test accuracies to the logger."""
+    (ctx.run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
+    if "methods" in metrics:
+        from ..evaluation.report import markdown_report
+
+        (ctx.run_dir / "report.md").write_text(markdown_report(metrics))  # the evaluation's, and the phase table
+        ctx.logger.log({f"test/{name}": m["accuracy"] for name, m in metrics["methods"].items()})
+    ctx.logger.finish()
