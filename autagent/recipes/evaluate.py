@@ -67,7 +67,7 @@ def run_eval(
     ``policy_select`` and ``reasoner``, when given, are used as they are (right after training: the
     trained model and the reasoner already in memory) instead of loading the plugin and building a
     reasoner; a reasoner passed in is left open for the caller."""
-    from ..evaluation.harness import AGENTIC_METHODS, evaluate, price_check, tool_error_counts, write_outputs
+    from ..evaluation.harness import AGENTIC_METHODS, evaluate, write_outputs
     from ..reasoners import build_reasoner
 
     if samples is None:
@@ -102,36 +102,12 @@ def run_eval(
             config.logging.progress,
             agentic,
         )
-        curve = None
-        plugin = getattr(policy_select, "__self__", None)  # the loaded plugin whose select_many this is
-        if config.eval.cost_curve and "policy" in block and hasattr(plugin, "scores_many"):
-            from ..evaluation.cost_curve import cost_curve
-            from ..evaluation.harness import run_method
-
-            run = lambda subsets: run_method(reasoner, samples, records, subsets)  # noqa: E731
-            curve = cost_curve(plugin, samples, run, tool_ids, block)
+        curve = dial_curve(config, policy_select, block, reasoner, samples, records)
     finally:
         if owned:
             reasoner.close()
-    extra = {
-        "data_digest": data_digest(config),
-        "reasoner_fingerprint": reasoner.fingerprint(),
-        "reasoner_where": getattr(
-            reasoner, "where", reasoner.name
-        ),  # what answered (a server: its scoring, text or logprobs)
-        "eval_seconds": round(time.perf_counter() - started, 1),
-        "reasoner_calls": reasoner.calls,
-        "reasoner_cache_hits": reasoner.hits,
-        "reasoner_failures": reasoner.failures,
-        "tool_errors": tool_error_counts(samples, records),
-        "price_check": price_check(block, config.reward.tool_cost),
-        **({"cost_curve": curve} if curve else {}),
-    }
-    if plugin_dir:
-        extra["plugin"] = {
-            "path": str(plugin_dir),
-            "content_hash": json.loads((Path(plugin_dir) / "manifest.json").read_text())["content_hash"],
-        }
+    extra = run_facts(config, reasoner, samples, records, block, plugin_dir)
+    extra |= {"eval_seconds": round(time.perf_counter() - started, 1), **({"cost_curve": curve} if curve else {})}
     metrics = write_outputs(
         out_dir,
         dataset_name or "dataset",
@@ -151,3 +127,38 @@ def run_eval(
         )
         logger.finish()
     return metrics
+
+
+def dial_curve(config: RunConfig, policy_select, block: dict, reasoner, samples, records) -> dict | None:
+    """The accuracy-against-tools curve of a router plugin (``eval.cost_curve``), None otherwise."""
+    plugin = getattr(policy_select, "__self__", None)  # the loaded plugin whose select_many this is
+    if not (config.eval.cost_curve and "policy" in block and hasattr(plugin, "scores_many")):
+        return None
+    from ..evaluation.cost_curve import cost_curve
+    from ..evaluation.harness import run_method
+
+    def run(subsets):
+        return run_method(reasoner, samples, records, subsets)
+
+    return cost_curve(plugin, samples, run, config.tools.tool_ids, block)
+
+
+def run_facts(config: RunConfig, reasoner, samples, records, block: dict, plugin_dir) -> dict:
+    """What metrics.json says beside the accuracies: the data's digest, what answered and how often, the
+    tools' errors, the price check and the plugin evaluated."""
+    from ..evaluation.harness import price_check, tool_error_counts
+
+    facts = {
+        "data_digest": data_digest(config),
+        "reasoner_fingerprint": reasoner.fingerprint(),
+        "reasoner_where": getattr(reasoner, "where", reasoner.name),  # a server: its scoring, text or logprobs
+        "reasoner_calls": reasoner.calls,
+        "reasoner_cache_hits": reasoner.hits,
+        "reasoner_failures": reasoner.failures,
+        "tool_errors": tool_error_counts(samples, records),
+        "price_check": price_check(block, config.reward.tool_cost),
+    }
+    if plugin_dir:
+        manifest = json.loads((Path(plugin_dir) / "manifest.json").read_text())
+        facts["plugin"] = {"path": str(plugin_dir), "content_hash": manifest["content_hash"]}
+    return facts
