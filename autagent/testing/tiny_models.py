@@ -9,6 +9,7 @@ project's, so any layer may call it.
 
 from __future__ import annotations
 
+import copy
 from pathlib import Path
 
 
@@ -209,6 +210,71 @@ EMOTION2VEC_LABELS = (
 )
 
 
+TINY_EMOTION2VEC_AUDIO = {
+    "feature_encoder_spec": "[(32, 10, 5)] + [(32, 3, 2)] * 4 + [(32, 2, 2)] * 2",
+    "extractor_mode": "layer_norm",
+    "conv_pos_depth": 1,
+    "conv_pos_width": 16,
+    "conv_pos_groups": 1,
+    "conv_pos_pre_ln": False,
+    "start_drop_path_rate": 0.0,
+    "end_drop_path_rate": 0.0,
+    "prenet_depth": 1,
+    "prenet_layerdrop": 0.0,
+    "prenet_dropout": 0.0,
+    "decoder": None,
+    "model_depth": 1,
+    "num_extra_tokens": 0,
+    "init_extra_token_zero": False,
+    "mask_noise_std": 0.01,
+    "learned_alibi": False,
+    "learned_alibi_scale": False,
+    "learned_alibi_scale_per_head": False,
+    "learned_alibi_scale_per_layer": False,
+    "use_alibi_encoder": True,
+    "alibi_max_pos": None,
+    "alibi_scale": 1.0,
+    "num_alibi_heads": 2,
+    "local_grad_mult": 1.0,
+    "keep_masked_pct": 0.0,
+    "inverse_mask": False,
+    "encoder_zero_mask": True,
+    "add_masks": False,
+    "mask_prob": 0.65,
+    "mask_prob_min": None,
+    "mask_length": 5,
+    "mask_dropout": 0.0,
+    "mask_channel_prob": 0.0,
+    "mask_channel_length": 64,
+}
+"""funasr Emotion2vec's audio modality, one 32-wide block (the keys its config asks for)."""
+TINY_EMOTION2VEC_MODEL = {
+    "depth": 1,
+    "embed_dim": 32,
+    "num_heads": 2,
+    "mlp_ratio": 2.0,
+    "norm_eps": 1e-5,
+    "norm_affine": True,
+    "encoder_dropout": 0.0,
+    "attention_dropout": 0.0,
+    "activation_dropout": 0.0,
+    "post_mlp_drop": 0.0,
+    "layer_norm_first": False,
+    "end_of_block_targets": False,
+    "average_top_k_layers": 1,
+    "loss_beta": 0.0,
+    "loss_scale": None,
+    "dropout_input": 0.0,
+    "start_drop_path_rate": 0.0,
+    "end_drop_path_rate": 0.0,
+    "layerdrop": 0.0,
+    "clone_batch": 1,
+    "normalize": True,
+    "modalities": {"audio": TINY_EMOTION2VEC_AUDIO},
+}
+"""funasr Emotion2vec's ``model_conf``: depth 1, 32 wide, 2 heads."""
+
+
 def build_tiny_emotion2vec(directory: Path, seed: int = 0) -> Path:
     """An emotion2vec (funasr ``Emotion2vec``: conv feature encoder + one 32-wide block + 9-way head)
     in funasr's local model-directory layout: ``config.yaml``, ``tokens.txt``, ``model.pt``."""
@@ -219,76 +285,15 @@ def build_tiny_emotion2vec(directory: Path, seed: int = 0) -> Path:
     torch.manual_seed(seed)
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    audio = {
-        "feature_encoder_spec": "[(32, 10, 5)] + [(32, 3, 2)] * 4 + [(32, 2, 2)] * 2",
-        "extractor_mode": "layer_norm",
-        "conv_pos_depth": 1,
-        "conv_pos_width": 16,
-        "conv_pos_groups": 1,
-        "conv_pos_pre_ln": False,
-        "start_drop_path_rate": 0.0,
-        "end_drop_path_rate": 0.0,
-        "prenet_depth": 1,
-        "prenet_layerdrop": 0.0,
-        "prenet_dropout": 0.0,
-        "decoder": None,
-        "model_depth": 1,
-        "num_extra_tokens": 0,
-        "init_extra_token_zero": False,
-        "mask_noise_std": 0.01,
-        "learned_alibi": False,
-        "learned_alibi_scale": False,
-        "learned_alibi_scale_per_head": False,
-        "learned_alibi_scale_per_layer": False,
-        "use_alibi_encoder": True,
-        "alibi_max_pos": None,
-        "alibi_scale": 1.0,
-        "num_alibi_heads": 2,
-        "local_grad_mult": 1.0,
-        "keep_masked_pct": 0.0,
-        "inverse_mask": False,
-        "encoder_zero_mask": True,
-        "add_masks": False,
-        "mask_prob": 0.65,
-        "mask_prob_min": None,
-        "mask_length": 5,
-        "mask_dropout": 0.0,
-        "mask_channel_prob": 0.0,
-        "mask_channel_length": 64,
-    }
-    model_conf = {
-        "depth": 1,
-        "embed_dim": 32,
-        "num_heads": 2,
-        "mlp_ratio": 2.0,
-        "norm_eps": 1e-5,
-        "norm_affine": True,
-        "encoder_dropout": 0.0,
-        "attention_dropout": 0.0,
-        "activation_dropout": 0.0,
-        "post_mlp_drop": 0.0,
-        "layer_norm_first": False,
-        "end_of_block_targets": False,
-        "average_top_k_layers": 1,
-        "loss_beta": 0.0,
-        "loss_scale": None,
-        "dropout_input": 0.0,
-        "start_drop_path_rate": 0.0,
-        "end_drop_path_rate": 0.0,
-        "layerdrop": 0.0,
-        "clone_batch": 1,
-        "normalize": True,
-        "modalities": {"audio": audio},
-    }
     config = {
         "model": "Emotion2vec",
-        "model_conf": model_conf,
+        "model_conf": TINY_EMOTION2VEC_MODEL,
         "tokenizer": "CharTokenizer",
         "tokenizer_conf": {"token_list": "tokens.txt", "unk_symbol": "<unk>"},
     }
     (directory / "config.yaml").write_text(yaml.safe_dump(config, allow_unicode=True))
     (directory / "tokens.txt").write_text("\n".join(EMOTION2VEC_LABELS) + "\n")
-    model = Emotion2vec(model_conf=model_conf, vocab_size=len(EMOTION2VEC_LABELS))
+    model = Emotion2vec(model_conf=copy.deepcopy(TINY_EMOTION2VEC_MODEL), vocab_size=len(EMOTION2VEC_LABELS))
     torch.save(model.state_dict(), directory / "model.pt")  # funasr's own checkpoint format (a test fixture only)
     return directory
 
