@@ -183,3 +183,18 @@ def test_the_key_from_a_file_or_the_environment_and_a_warning_for_one_on_the_com
     ]
     done = subprocess.run(command, capture_output=True, text=True, timeout=120)
     assert "readable by every local user" in done.stderr and "sk-x" not in done.stderr
+
+
+def test_choices_written_on_one_line_are_read_and_a_question_naming_labels_is_left_alone():
+    from autagent.reasoners.chat import question_and_choices
+
+    assert question_and_choices("What is it? Choices: (A) hello there (B) goodbye") == (
+        "What is it?",
+        ("hello there", "goodbye"),
+    )
+    assert question_and_choices("What is it?\nChoices: (A) one (B) two (C) three")[1] == ("one", "two", "three")
+    named = "Is (A) better than (B)?"
+    assert question_and_choices(named + "\n(A) yes\n(B) no") == (named, ("yes", "no"))
+    started = time.process_time()
+    question_and_choices("Which? (A) a" + " (B)" * 16_000)  # labels out of order and empty: not choices
+    assert time.process_time() - started < 0.5

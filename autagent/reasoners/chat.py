@@ -3,9 +3,10 @@ records shown) and written (the same messages with tool records added).
 
 The clip is the last user message's OpenAI ``input_audio`` part (base64 + format) or vLLM's
 ``audio_url`` part with a ``data:`` URL.  The question and its choices come from that message's
-text: choices as ``(A) ...`` lines (or ``A. ...``, ``A) ...``), or one per line after a
-``Choices:`` line; an explicit ``choices`` list wins.  Records are shown exactly as evaluation shows
-them to a reasoner (:func:`autagent.reasoners.prompts.records_block`), ahead of the user's own text.
+text: choices as ``(A) ...`` lines (or ``A. ...``, ``A) ...``), on one line (``Choices: (A) hello
+there (B) goodbye``), or one per line after a ``Choices:`` line; an explicit ``choices`` list wins.
+Records are shown exactly as evaluation shows them to a reasoner
+(:func:`autagent.reasoners.prompts.records_block`), ahead of the user's own text.
 
 Anything malformed raises :class:`BadRequest` with a message fit for a 400 reply.
 """
@@ -186,6 +187,36 @@ def choice_line(line: str) -> tuple[str, str] | None:
     return (rest[0], text) if text else None
 
 
+def inline_choices(line: str) -> tuple[str, list[str]] | None:
+    """``(the text before them, [choices])`` of choices written on one line (``Choices: (A) hello
+    there (B) goodbye``: labels from (A) on, in order, at least two), else None; linear time."""
+    start = line.find("(A)")
+    if start < 0 or "(B)" not in line:
+        return None
+    head, found, label = line[:start], [], "A"
+    while True:
+        following = chr(ord(label) + 1)
+        after = line.find(f"({following})", start + 3) if label != "Z" else -1
+        found.append(line[start + 3 : after if after >= 0 else len(line)].strip())
+        if after < 0:
+            break
+        start, label = after, following
+    return (head, found) if len(found) >= 2 and all(found) else None
+
+
+def _expanded(lines: list[str]) -> list[str]:
+    """``lines`` with one line of inline choices (when no other line is a choice) written one per line."""
+    inline = [(i, found) for i, line in enumerate(lines) if (found := inline_choices(line)) is not None]
+    if len(inline) != 1 or any(choice_line(line) for j, line in enumerate(lines) if j != inline[0][0]):
+        return lines
+    i, (head, found) = inline[0]
+    head = head.rstrip()
+    if head.lower().endswith("choices:") and head.strip().lower() != "choices:":
+        head = head[: -len("choices:")].rstrip()
+    written = [f"({chr(ord('A') + k)}) {choice}" for k, choice in enumerate(found)]
+    return [*lines[:i], *([head] if head.strip() else []), *written, *lines[i + 1 :]]
+
+
 def check_text(text: str, name: str) -> None:
     """BadRequest naming ``name`` when ``text`` is over :data:`MAX_TEXT_CHARS`."""
     if len(text) > MAX_TEXT_CHARS:
@@ -198,7 +229,7 @@ def question_and_choices(
     """The question and the choices written in ``text`` (or given as ``explicit``); BadRequest naming
     ``name`` (the field the text came from) when it is too long; linear time in its length."""
     check_text(text, name)
-    lines = [line.rstrip() for line in text.strip().splitlines()]
+    lines = _expanded([line.rstrip() for line in text.strip().splitlines()])
     labelled = [(i, choice_line(line)) for i, line in enumerate(lines)]
     labelled = [(i, m) for i, m in labelled if m]
     header = next((i for i, line in enumerate(lines) if line.strip().lower().rstrip(":") == "choices"), None)
