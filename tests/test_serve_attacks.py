@@ -198,3 +198,13 @@ def test_choices_written_on_one_line_are_read_and_a_question_naming_labels_is_le
     started = time.process_time()
     question_and_choices("Which? (A) a" + " (B)" * 16_000)  # labels out of order and empty: not choices
     assert time.process_time() - started < 0.5
+
+
+def test_a_failed_tools_message_names_the_clip_and_no_folder_of_the_service():
+    from tools.audio import without_paths
+
+    clip = "/srv/autagent/.cache/serve-audio/ab12.wav"
+    error = f"{clip}: RuntimeError: model missing at /root/.cache/models/tempo.bin (see /var/log/x)"
+    shown = without_paths(error, clip)
+    assert shown == "the clip: RuntimeError: model missing at <path> (see <path>)"
+    assert without_paths("tempo 1.5/2.0 BPM, ratio 3/4") == "tempo 1.5/2.0 BPM, ratio 3/4"
