@@ -26,6 +26,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.audio import without_paths
 from tools.pool import PoolConfig, ToolPool
 
 from .plugin.manifest import VERIFY_KEY_ENV, check_tools, read_manifest
@@ -229,7 +230,7 @@ class Plugin:
         started = time.perf_counter()
         records = self.pool.run(query.audio, tools)
         seconds["tools"] = time.perf_counter() - started
-        failed = {t: r["error"] for t, r in records.items() if "error" in r}
+        failed = {t: without_paths(r["error"], query.audio) for t, r in records.items() if "error" in r}
         good = [r for r in records.values() if "error" not in r]
         augmented = with_records(messages, good) if good else copy.deepcopy(messages)
         return Augmented(augmented, tools, failed, seconds)

@@ -383,11 +383,14 @@ def cmd_serve(args) -> int:
     import uvicorn
 
     from .serve import build, create_app
-    from .serve.options import from_args
+    from .serve.connections import uvicorn_config
+    from .serve.options import KEY_ON_COMMAND_LINE, from_args
 
     config = _config(args)
     if not args.config and not any(s.startswith("tools.executor=") for s in args.set or []):
         config.tools.executor = "local"  # a service runs its tools in process unless told otherwise
+    if args.api_key is not None:
+        print(f"autagent serve: {KEY_ON_COMMAND_LINE}", file=sys.stderr, flush=True)
     service = build(config, from_args(args))
     options = service.options
     print(
@@ -398,14 +401,16 @@ def cmd_serve(args) -> int:
         flush=True,
     )
     app = create_app(service)  # a WebSocket message is refused past the largest realtime event (the SDK's 16 MiB)
-    uvicorn.run(
+    config = uvicorn_config(
         app,
-        host=options.host,
-        port=options.port,
+        options.host,
+        options.port,
+        options.connection_limits(),
         log_config=serve_log_config(),
         access_log=not args.quiet,
         ws_max_size=service.max_event_bytes,
     )
+    uvicorn.Server(config).run()
     return 0
 
 
@@ -444,13 +449,23 @@ def cmd_upstream(args) -> int:
 
 def cmd_mcp(args) -> int:
     from .serve.mcp_server import McpOptions, serve_mcp
+    from .serve.options import KEY_ON_COMMAND_LINE, LOCAL_HOSTS, read_key_file
 
     config = _config(args)
     if not args.config and not any(s.startswith("tools.executor=") for s in args.set or []):
         config.tools.executor = "local"  # like serve: tools in process unless told otherwise
+    if args.api_key is not None:
+        print(f"autagent mcp: {KEY_ON_COMMAND_LINE}", file=sys.stderr, flush=True)
     api_key = args.api_key or os.environ.get("AUTAGENT_API_KEY") or None
+    if args.api_key_file:
+        api_key = read_key_file(args.api_key_file)
     options = McpOptions(
-        args.transport, args.allow_dir or [], max_audio_bytes=int(args.max_audio_mb * 2**20), api_key=api_key
+        args.transport,
+        args.allow_dir or [],
+        max_audio_bytes=int(args.max_audio_mb * 2**20),
+        api_key=api_key,
+        allowed_hosts=args.allowed_hosts or list(LOCAL_HOSTS),
+        allowed_origins=args.allowed_origins or [],
     )
     serve_mcp(config, args.plugin, options, args.host, args.port, args.plugin_sha256)
     return 0
@@ -715,6 +730,16 @@ def build_parser() -> argparse.ArgumentParser:
     mc.add_argument("--max-audio-mb", type=float, default=25.0, help="largest clip accepted as bytes")
     mc.add_argument(
         "--api-key", metavar="KEY", help="over HTTP: the key clients must present (default $AUTAGENT_API_KEY)"
+    )
+    mc.add_argument("--api-key-file", metavar="FILE", help="over HTTP: read the clients' key from this file")
+    mc.add_argument(
+        "--allowed-hosts",
+        nargs="+",
+        metavar="HOST",
+        help="over HTTP: Host header values served, as serve's (default localhost's names; * any)",
+    )
+    mc.add_argument(
+        "--allowed-origins", nargs="+", metavar="ORIGIN", help="over HTTP: browser origins served (default none)"
     )
     mc.set_defaults(func=cmd_mcp)
 

@@ -264,6 +264,39 @@ def ratios(ours: dict, base: dict) -> None:
         print(f"this tree / baseline, the service's CPU per request: {1000 * a:.2f} / {1000 * b:.2f} ms = {a / b:.2f}")
 
 
+def summary(result: dict) -> dict:
+    """One tree's figures as a JSON record keeps them (seconds)."""
+    d = result["overhead"]
+    low, high = median_interval(d)
+    rows = {
+        str(clients): {
+            "requests_per_s": round(r["rps"], 3),
+            "p50_s": round(percentile(r["total"], 0.5), 5),
+            "p90_s": round(percentile(r["total"], 0.9), 5),
+            "refused": r["refused"],
+        }
+        for clients, r in result["rows"].items()
+    }
+    overhead = {"median_s": statistics.median(d), "median_95_interval_s": [low, high], "p90_s": percentile(d, 0.9)}
+    return {"rows": rows, "overhead": overhead | {"requests": len(d)}, "cpu_per_request_s": result["cpu"]}
+
+
+def record(path: str, args, results: dict) -> None:
+    """The run's figures, the commits and the machine's load, as JSON in ``path``."""
+    head = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    out = {
+        "command": "bench/serve.py " + " ".join(sys.argv[1:]),
+        "this_tree": head.stdout.strip(),
+        "baseline": args.baseline,
+        "date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "cores": os.cpu_count(),
+        "load_average_after": os.getloadavg(),
+        "results": {name: summary(result) for name, result in results.items()},
+    }
+    Path(path).write_text(json.dumps(out, indent=1) + "\n")
+    print(f"figures written to {path}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--plugin", default="runs/embedded_main/plugin", help="a plugin folder, or 'synthetic'")
@@ -277,6 +310,7 @@ def main() -> None:
         default=BEFORE,
         help=f"a checkout's folder or a commit measured in the same run (default {BEFORE}); 'none': this tree alone",
     )
+    parser.add_argument("--out", metavar="FILE", help="also write the figures as a JSON record here")
     args = parser.parse_args()
 
     from autagent import Plugin
@@ -324,6 +358,8 @@ def run(args, cache: Path, Plugin, load_dataset) -> None:  # noqa: N803 - the cl
         print(f"the upstream's CPU per request: {1000 * ours['upstream_cpu']:.2f} ms")
     if len(results) == 2:
         ratios(*results.values())
+    if args.out:
+        record(args.out, args, results)
 
 
 if __name__ == "__main__":

@@ -18,11 +18,13 @@ SILENCE_PEAK = 1e-5  # below -100 dBFS peak we call a clip silent: nothing for a
 
 
 class AudioError(ValueError):
-    """A clip that cannot be used; ``str(err)`` reads ``<path>: <reason>``."""
+    """A clip that cannot be used; ``str(err)`` reads ``<path>: <reason>``; ``code`` is a short reason
+    code and ``reason`` the why, which is what a client of a service is told (never the path)."""
 
-    def __init__(self, path: str | Path, reason: str):
+    def __init__(self, path: str | Path, reason: str, code: str = "unusable_audio"):
         self.path = str(path)
         self.reason = reason
+        self.code = code
         super().__init__(f"{path}: {reason}")
 
 
@@ -39,36 +41,48 @@ class Audio:
         return len(self.samples) / float(self.sample_rate)
 
 
-MAX_CHANNELS = 64
-
-
-def _read_any(path: Path, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
-    """Decode with libsndfile (wav/flac/ogg/aiff), falling back to ffmpeg via audioread (mp3, m4a...);
-    only the first ``max_seconds`` are decoded, so an hour-long file costs what 30 s cost."""
-    import soundfile as sf
+def _read_any(path: Path, max_seconds: float | None = None, mono: bool = False) -> tuple[np.ndarray, int]:
+    """Decode by decoders that cannot follow a reference (:mod:`tools.decoders`): a playlist is
+    refused, libsndfile first (wav, flac, ogg, mp3, aiff...), ffmpeg told the format the bytes say
+    (m4a, webm...) from a pipe; only the first ``max_seconds`` are decoded (an hour-long file costs
+    what 30 s cost), never more samples than :data:`tools.decoders.MAX_DECODED_SAMPLES`; ``mono``:
+    the channels averaged block by block (``[1, samples]``)."""
+    from .decoders import FFMPEG_DEMUXERS, Refusal, is_playlist, read_ffmpeg, read_sndfile, sniff
 
     try:
-        with sf.SoundFile(str(path)) as handle:
-            if not 0 < handle.channels <= MAX_CHANNELS or handle.samplerate <= 0:
-                raise AudioError(path, f"{handle.channels} channels at {handle.samplerate} Hz is not usable audio")
-            frames = -1 if not max_seconds or max_seconds <= 0 else int(round(max_seconds * handle.samplerate))
-            data = handle.read(frames=frames, dtype="float32", always_2d=True)
-            return data.T, int(handle.samplerate)
-    except AudioError:
-        raise
-    except Exception as sf_error:  # noqa: BLE001 - try the second decoder before giving up
+        with open(path, "rb") as handle:
+            head = handle.read(64)
+    except OSError as err:
+        raise AudioError(path, f"cannot read file ({err.strerror})", "unreadable") from None
+    if is_playlist(head):
+        raise AudioError(path, "a playlist or list of files, not audio: refused", "playlist")
+    fmt = sniff(head)
+    try:
         try:
-            import warnings
+            return read_sndfile(str(path), max_seconds, mono)
+        except Refusal:
+            raise
+        except Exception as sf_error:  # noqa: BLE001 - try the second decoder before giving up
+            first = _said(sf_error, path)
+            if fmt not in FFMPEG_DEMUXERS:
+                raise AudioError(path, f"cannot decode audio (libsndfile: {first})", "undecodable") from None
+            try:
+                return read_ffmpeg(str(path), fmt, max_seconds, mono)
+            except Refusal:
+                raise
+            except Exception as ff_error:  # noqa: BLE001
+                second = _said(ff_error, path)
+                raise AudioError(
+                    path, f"cannot decode audio (libsndfile: {first}; ffmpeg: {second})", "undecodable"
+                ) from None
+    except Refusal as refusal:
+        raise AudioError(path, str(refusal), refusal.code) from None
 
-            import librosa
 
-            with warnings.catch_warnings():  # librosa warns that it falls back to audioread: that is the point
-                warnings.simplefilter("ignore")
-                data, sr = librosa.load(str(path), sr=None, mono=False, duration=max_seconds or None)
-            return np.atleast_2d(data).astype(np.float32), int(sr)
-        except Exception as fallback_error:  # noqa: BLE001
-            second = str(fallback_error) or type(fallback_error).__name__  # audioread's NoBackendError says nothing
-            raise AudioError(path, f"cannot decode audio ({sf_error}; ffmpeg: {second})") from fallback_error
+def _said(err: Exception, path: Path) -> str:
+    """A decoder's message without the clip's path (libsndfile's names it)."""
+    text = getattr(err, "error_string", None) or str(err) or type(err).__name__
+    return text.replace(str(path), "the clip")
 
 
 def check_file(path: Path) -> int:
@@ -94,36 +108,47 @@ def file_info(path: Path):
     return info
 
 
-def decode(path: str | Path, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
-    """``[channels, samples]`` and the sample rate of a regular, non-empty file that decodes to finite
-    samples (silence included: a dataset check asks only this); :class:`AudioError` otherwise."""
+def decode(path: str | Path, max_seconds: float | None = None, mono: bool = False) -> tuple[np.ndarray, int]:
+    """``[channels, samples]`` (``[1, samples]``, averaged, when ``mono``) and the sample rate of a
+    regular, non-empty file that decodes to finite samples (silence included: a dataset check asks
+    only this); :class:`AudioError` otherwise."""
     path = Path(path)
     if check_file(path) == 0:
-        raise AudioError(path, "file is empty (0 bytes)")
-    channels, sr = _read_any(path, max_seconds)
+        raise AudioError(path, "file is empty (0 bytes)", "empty")
+    channels, sr = _read_any(path, max_seconds, mono)
     if channels.size == 0:
-        raise AudioError(path, "no audio samples")
+        raise AudioError(path, "no audio samples", "no_samples")
     if not np.all(np.isfinite(channels)):
-        raise AudioError(path, "samples contain NaN or infinity")
+        raise AudioError(path, "samples contain NaN or infinity", "not_finite")
     return channels, sr
 
 
 def load_audio(path: str | Path, sample_rate: int | None = None, max_seconds: float | None = None) -> Audio:
     """Load ``path`` as mono float32, resampled to ``sample_rate`` (native if None), cut at ``max_seconds``."""
     path = Path(path)
-    channels, sr = decode(path, max_seconds)
-    mono = channels.mean(axis=0)
+    channels, sr = decode(path, max_seconds, mono=True)
+    mono = channels[0]
     if max_seconds is not None and max_seconds > 0:
         mono = mono[: int(round(max_seconds * sr))]
     peak = float(np.max(np.abs(mono))) if mono.size else 0.0
     if peak < SILENCE_PEAK:
-        raise AudioError(path, f"audio is silent (peak {peak:.1e} < {SILENCE_PEAK:.0e})")
+        raise AudioError(path, f"audio is silent (peak {peak:.1e} < {SILENCE_PEAK:.0e})", "silent")
     if sample_rate is not None and sample_rate != sr:
         import librosa
 
         mono = librosa.resample(mono, orig_sr=sr, target_sr=sample_rate, res_type="soxr_hq")
         sr = sample_rate
     return Audio(np.ascontiguousarray(mono, dtype=np.float32), int(sr), str(path))
+
+
+def without_paths(message: str, clip: str | Path | None = None) -> str:
+    """``message`` as a client may be shown it: the clip's path said "the clip", any other absolute
+    path "<path>" (a service's folders and files are not its clients' business)."""
+    import re
+
+    if clip:
+        message = message.replace(str(clip), "the clip")
+    return re.sub(r"(?<![\w.])/[^\s:'\"()\[\],]+", "<path>", message)
 
 
 HASHED_FILES = 4096

@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 from tools.arriving import ClipStream, ClipTooLong, PatchScores, wav_bytes
+from tools.audio import without_paths
 
 from ..reasoners.chat import store_audio, with_records
 
@@ -334,6 +335,6 @@ class StreamSession:
             choices=choices,
             tools=tools,
             records=ordered,
-            failed={r["tool"]: r["error"] for r in ordered if "error" in r},
+            failed={r["tool"]: without_paths(r["error"], path) for r in ordered if "error" in r},
             first_tools=list(self.first_tools or []),
         )

@@ -3,9 +3,10 @@ records shown) and written (the same messages with tool records added).
 
 The clip is the last user message's OpenAI ``input_audio`` part (base64 + format) or vLLM's
 ``audio_url`` part with a ``data:`` URL.  The question and its choices come from that message's
-text: choices as ``(A) ...`` lines (or ``A. ...``, ``A) ...``), or one per line after a
-``Choices:`` line; an explicit ``choices`` list wins.  Records are shown exactly as evaluation shows
-them to a reasoner (:func:`autagent.reasoners.prompts.records_block`), ahead of the user's own text.
+text: choices as ``(A) ...`` lines (or ``A. ...``, ``A) ...``), on one line (``Choices: (A) hello
+there (B) goodbye``), or one per line after a ``Choices:`` line; an explicit ``choices`` list wins.
+Records are shown exactly as evaluation shows them to a reasoner
+(:func:`autagent.reasoners.prompts.records_block`), ahead of the user's own text.
 
 Anything malformed raises :class:`BadRequest` with a message fit for a 400 reply.
 """
@@ -16,7 +17,6 @@ import base64
 import binascii
 import copy
 import hashlib
-import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -24,7 +24,11 @@ from pathlib import Path
 from .prompts import RECORDS_HEADER, records_block
 
 FORMATS = {"wav", "mp3", "flac", "ogg", "m4a", "webm"}
-CHOICE_LINE = re.compile(r"^\s*\(?([A-Z])[).:]\s*(.+?)\s*$")
+CHOICE_LABELS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
+MAX_TEXT_CHARS = 65536
+"""The longest question text (with its choices) read from a request: a question is a few hundred
+characters; parsing is linear, but the text goes on to the encoders and the reasoner's prompt."""
+MAX_CHOICES, MAX_CHOICE_CHARS = 64, 4096
 MIME_FORMATS = {"x-wav": "wav", "wave": "wav", "mpeg": "mp3", "x-flac": "flac"}  # audio/<subtype> -> format
 DATA_URL = re.compile(r"^data:audio/([\w.+-]+)(?:;[\w=.+-]+)*;base64,(.*)$", re.DOTALL)
 
@@ -137,6 +141,17 @@ def store_audio(raw: bytes, fmt: str, folder: Path, max_bytes: int) -> Path:
     return path
 
 
+def check_format(raw: bytes, fmt: str) -> None:
+    """BadRequest when the clip's first bytes are a playlist or say another format than ``fmt`` (the
+    format the request declared): a clip is decoded as what it is, and never names other files."""
+    from tools.decoders import Refusal, check_declared
+
+    try:
+        check_declared(raw[:64], fmt)
+    except Refusal as refusal:
+        raise BadRequest(f"the audio cannot be used: {refusal} ({refusal.code})") from None
+
+
 def text_of(parts: list) -> str:
     return "\n".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
 
@@ -147,27 +162,85 @@ def split_records(text: str) -> tuple[list[dict] | None, str]:
         return None, text
     body = text[len(RECORDS_HEADER) :]
     first, _, rest = body.partition("\n")
+    from .json_limits import TooDeep, loads
+
     try:
-        records = json.loads(first)
-    except json.JSONDecodeError:
+        records = loads(first)
+    except TooDeep as err:
+        raise BadRequest(f"the tool records in the prompt are {err}") from None
+    except ValueError:
         raise BadRequest("the tool records in the prompt are not valid JSON") from None
     if not isinstance(records, list):
         raise BadRequest("the tool records in the prompt must be a JSON list")
     return [dict(r, presented=True) for r in records if isinstance(r, dict)], rest.lstrip("\n")
 
 
-def question_and_choices(text: str, explicit=None) -> tuple[str, tuple[str, ...]]:
-    """The question and the choices written in ``text`` (or given as ``explicit``)."""
-    lines = [line.rstrip() for line in text.strip().splitlines()]
-    labelled = [(i, CHOICE_LINE.match(line)) for i, line in enumerate(lines)]
+def choice_line(line: str) -> tuple[str, str] | None:
+    """``(label, text)`` of a choice line (``(A) x``, ``A) x``, ``A. x``, ``A: x``), else None.  String
+    methods, not a regular expression: a lazy pattern over a long run of spaces took quadratic time
+    (52 s for a 100 KB line, the GIL held all along)."""
+    rest = line.lstrip()
+    rest = rest[1:] if rest.startswith("(") else rest
+    if len(rest) < 3 or rest[0] not in CHOICE_LABELS or rest[1] not in ").:":
+        return None
+    text = rest[2:].strip()
+    return (rest[0], text) if text else None
+
+
+def inline_choices(line: str) -> tuple[str, list[str]] | None:
+    """``(the text before them, [choices])`` of choices written on one line (``Choices: (A) hello
+    there (B) goodbye``: labels from (A) on, in order, at least two), else None; linear time."""
+    start = line.find("(A)")
+    if start < 0 or "(B)" not in line:
+        return None
+    head, found, label = line[:start], [], "A"
+    while True:
+        following = chr(ord(label) + 1)
+        after = line.find(f"({following})", start + 3) if label != "Z" else -1
+        found.append(line[start + 3 : after if after >= 0 else len(line)].strip())
+        if after < 0:
+            break
+        start, label = after, following
+    return (head, found) if len(found) >= 2 and all(found) else None
+
+
+def _expanded(lines: list[str]) -> list[str]:
+    """``lines`` with one line of inline choices (when no other line is a choice) written one per line."""
+    inline = [(i, found) for i, line in enumerate(lines) if (found := inline_choices(line)) is not None]
+    if len(inline) != 1 or any(choice_line(line) for j, line in enumerate(lines) if j != inline[0][0]):
+        return lines
+    i, (head, found) = inline[0]
+    head = head.rstrip()
+    if head.lower().endswith("choices:") and head.strip().lower() != "choices:":
+        head = head[: -len("choices:")].rstrip()
+    written = [f"({chr(ord('A') + k)}) {choice}" for k, choice in enumerate(found)]
+    return [*lines[:i], *([head] if head.strip() else []), *written, *lines[i + 1 :]]
+
+
+def check_text(text: str, name: str) -> None:
+    """BadRequest naming ``name`` when ``text`` is over :data:`MAX_TEXT_CHARS`."""
+    if len(text) > MAX_TEXT_CHARS:
+        raise BadRequest(f"{name} is {len(text)} characters, over the {MAX_TEXT_CHARS}-character limit")
+
+
+def question_and_choices(
+    text: str, explicit=None, name: str = "the user message's text"
+) -> tuple[str, tuple[str, ...]]:
+    """The question and the choices written in ``text`` (or given as ``explicit``); BadRequest naming
+    ``name`` (the field the text came from) when it is too long; linear time in its length."""
+    check_text(text, name)
+    lines = _expanded([line.rstrip() for line in text.strip().splitlines()])
+    labelled = [(i, choice_line(line)) for i, line in enumerate(lines)]
     labelled = [(i, m) for i, m in labelled if m]
     header = next((i for i, line in enumerate(lines) if line.strip().lower().rstrip(":") == "choices"), None)
     if explicit is not None:
         if not isinstance(explicit, list) or not all(isinstance(c, str) and c.strip() for c in explicit):
             raise BadRequest("choices must be a list of non-empty strings")
+        if len(explicit) > MAX_CHOICES or any(len(c) > MAX_CHOICE_CHARS for c in explicit):
+            raise BadRequest(f"choices: at most {MAX_CHOICES}, each at most {MAX_CHOICE_CHARS} characters")
         choices, end = tuple(explicit), header if header is not None else (labelled[0][0] if labelled else len(lines))
     elif labelled:
-        choices, end = tuple(m[2] for _, m in labelled), min(i for i, _ in labelled)
+        choices, end = tuple(m[1] for _, m in labelled), min(i for i, _ in labelled)
         end = header if header is not None and header < end else end
     elif header is not None:
         choices = tuple(line.strip().lstrip("-*• ").strip() for line in lines[header + 1 :] if line.strip())
@@ -201,6 +274,7 @@ def read_query(messages, explicit_choices, audio_folder: Path, max_bytes: int, s
         return ChatQuery(str(held[0]), question, choices, records, audio_bytes=held[1])
     if len(raw) > max_bytes:
         raise BadRequest(f"the audio is {len(raw)} bytes, over the {max_bytes}-byte limit")
+    check_format(raw, fmt)
     path = store(raw, fmt) if store is not None else store_audio(raw, fmt, audio_folder, max_bytes)
     return ChatQuery(str(path), question, choices, records, audio_bytes=len(raw))
 

@@ -29,6 +29,7 @@ from tools.clip_window import Window, WindowError
 from tools.registry import function_tools
 
 from ..data.sample import Sample
+from .json_limits import TooDeep, loads
 from .prompts import format_choices, records_block
 from .scripted import ScriptedCallerConfig
 from .toolchat import tool_message
@@ -141,8 +142,10 @@ def _request(call) -> tuple[Window | None, str | None]:
     """The window a call asks for, or the reason its arguments are refused."""
     arguments = (call.get("function") or {}).get("arguments")
     try:
-        parsed = json.loads(arguments) if isinstance(arguments, str) and arguments.strip() else arguments or {}
+        parsed = loads(arguments) if isinstance(arguments, str) and arguments.strip() else arguments or {}
         return Window.from_arguments(parsed), None
+    except TooDeep as err:
+        return None, f"the arguments are {err}"
     except json.JSONDecodeError:
         return None, f"the arguments are not JSON: {str(arguments)[:200]!r}"
     except WindowError as err:

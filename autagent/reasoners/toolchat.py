@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .chat import BadRequest, audio_source, question_and_choices, split_records, store_audio, text_of
+from .json_limits import loads
 from .prompts import shown
 
 
@@ -84,8 +85,8 @@ def shown_records(messages) -> list[dict]:
         if not isinstance(message, dict) or message.get("role") != "tool":
             continue
         try:
-            body = json.loads(message.get("content") or "")
-        except (TypeError, json.JSONDecodeError):
+            body = loads(message.get("content") or "")
+        except (TypeError, ValueError):
             continue
         if isinstance(body, dict) and isinstance(body.get("tool"), str) and "output" in body:
             records.append({"tool": body["tool"], "output": body["output"], "presented": True})

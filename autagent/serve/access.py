@@ -3,7 +3,8 @@ and WebSocket alike; ``autagent mcp`` over HTTP is wrapped the same way):
 
 * the Host header must be one the service is reached by (``--allowed-hosts``; localhost's names by
   default), so that a web page cannot rebind a name of its own to the service's address;
-* a WebSocket that carries an ``Origin`` (a browser's) must come from an allowed origin
+* a WebSocket (with ``http_origins``, as ``autagent mcp`` over HTTP: any request) that carries an
+  ``Origin`` (a browser's) must come from an allowed origin
   (``--allowed-origins``; none by default), so that a web page cannot open ``/v1/realtime`` on a
   service on the visitor's machine; programs (the SDK, ``websockets``) send no Origin;
 * with ``--api-key`` (or ``AUTAGENT_API_KEY``), ``Authorization: Bearer <key>`` on everything but
@@ -35,8 +36,8 @@ def host_name(value: str) -> str:
 class Guard:
     """The checks above around ``app``; ``refused(kind)`` counts each refusal (the service's metrics)."""
 
-    def __init__(self, app, api_key: str | None, hosts, origins, refused=None):
-        self.app, self.refused = app, refused
+    def __init__(self, app, api_key: str | None, hosts, origins, refused=None, http_origins: bool = False):
+        self.app, self.refused, self.http_origins = app, refused, http_origins
         self.key = api_key.encode() if api_key else None
         self.hosts = {h.lower() for h in hosts}
         self.origins = {o.lower().rstrip("/") for o in origins}
@@ -46,9 +47,10 @@ class Guard:
         if "*" not in self.hosts and host not in self.hosts:
             return 400, "the Host header is not one this service is reached by (--allowed-hosts)", "invalid_host"
         origin = headers.get("origin")
-        if scope["type"] == "websocket" and origin is not None and "*" not in self.origins:
+        checked = scope["type"] == "websocket" or self.http_origins
+        if checked and origin is not None and "*" not in self.origins:
             if origin.lower().rstrip("/") not in self.origins:
-                return 403, "this Origin may not open the service's WebSocket (--allowed-origins)", "invalid_origin"
+                return 403, "this Origin may not use the service (--allowed-origins)", "invalid_origin"
         if self.key is not None and scope.get("path") not in OPEN_PATHS:
             scheme, _, given = headers.get("authorization", "").partition(" ")
             if scheme.lower() != "bearer" or not hmac.compare_digest(given.strip().encode(), self.key):

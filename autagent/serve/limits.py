@@ -7,7 +7,6 @@ Every refusal is a :class:`Refused` with the status and the message the client g
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 import threading
 from collections import Counter, OrderedDict
@@ -23,14 +22,6 @@ class Refused(Exception):
     def __init__(self, status: int, message: str, kind: str, headers: dict | None = None):
         super().__init__(message)
         self.status, self.kind, self.headers = status, kind, headers or {}
-
-
-MAGIC = ((b"RIFF", "wav"), (b"fLaC", "flac"), (b"OggS", "ogg"), (b"ID3", "mp3"), (b"\xff\xfb", "mp3"))
-
-
-def sniff_format(raw: bytes) -> str:
-    """A clip's format from its first bytes (WAV when they say nothing)."""
-    return next((name for magic, name in MAGIC if raw.startswith(magic)), "wav")
 
 
 INLINE_JSON_BYTES = 1 << 20
@@ -56,9 +47,13 @@ async def read_json(request, max_bytes: int) -> dict:
         if size > max_bytes:
             raise too_big
         chunks.append(chunk)
+    from ..reasoners.json_limits import TooDeep, loads
+
     try:  # a body of a long clip is parsed off the event loop (one of a few MiB: under a millisecond here)
         raw = b"".join(chunks)
-        body = json.loads(raw) if len(raw) < INLINE_JSON_BYTES else await asyncio.to_thread(json.loads, raw)
+        body = loads(raw) if len(raw) < INLINE_JSON_BYTES else await asyncio.to_thread(loads, raw)
+    except TooDeep as err:
+        raise Refused(400, f"the body is {err}", "invalid_request_error") from None
     except ValueError:
         raise Refused(400, "the body is not JSON", "invalid_request_error") from None
     if not isinstance(body, dict):
@@ -66,10 +61,12 @@ async def read_json(request, max_bytes: int) -> dict:
     return body
 
 
-def clip_seconds(path: str | Path, max_seconds: float) -> float:
+def clip_seconds(path: str | Path, max_seconds: float, heard_s: float | None = None) -> float:
     """The clip's length in seconds, from its header where the format has one (WAV, FLAC, OGG...),
     checked for samples a tool can use by reading it block by block at its own rate (never resampled,
-    never held whole); formats without a usable header are decoded at most ``max_seconds`` + 1 s.
+    never held whole); formats without a usable header are decoded at most ``max_seconds`` + 1 s.  A
+    playlist is refused unread, and a header whose first ``heard_s`` (what the tools decode) pass
+    :data:`tools.decoders.MAX_DECODED_SAMPLES` is refused before anything is decoded.
     Raises :class:`tools.audio.AudioError` for a clip that cannot be used."""
     import soundfile as sf
 
@@ -77,29 +74,38 @@ def clip_seconds(path: str | Path, max_seconds: float) -> float:
 
     path = Path(path)
     check_file(path)
+    from tools.decoders import Refusal, check_size, is_playlist
+
+    with open(path, "rb") as handle:
+        if is_playlist(handle.read(64)):  # never handed to a decoder
+            raise AudioError(path, "a playlist or list of files, not audio: refused", "playlist")
     try:
         info = sf.info(str(path))
-        frames, rate = int(info.frames), int(info.samplerate)
+        frames, rate, channels = int(info.frames), int(info.samplerate), int(info.channels)
     except Exception:  # noqa: BLE001 - no header libsndfile reads: decode (capped) instead
-        frames = rate = 0
+        frames = rate = channels = 0
     if frames <= 0 or rate <= 0:
         audio = load_audio(path, None, max_seconds + 1.0)
         return audio.duration
     seconds = frames / rate
     if seconds > max_seconds:
         return seconds
+    try:  # from the header, before decoding: rate x channels x seconds
+        check_size(rate, channels, min(frames, int((heard_s or max_seconds) * rate)))
+    except Refusal as refusal:
+        raise AudioError(path, str(refusal), refusal.code) from None
     peak = 0.0
     try:
         for block in sf.blocks(str(path), blocksize=1 << 16, dtype="float32", always_2d=True):
             if not np.all(np.isfinite(block)):
-                raise AudioError(path, "samples contain NaN or infinity")
+                raise AudioError(path, "samples contain NaN or infinity", "not_finite")
             peak = max(peak, float(np.max(np.abs(block.mean(axis=1)))) if block.size else 0.0)
     except AudioError:
         raise
-    except Exception as err:  # noqa: BLE001 - a header that lies about its data
-        raise AudioError(path, f"cannot decode audio ({err})") from None
+    except Exception:  # noqa: BLE001 - a header that lies about its data
+        raise AudioError(path, "cannot decode audio (its data is not what its header says)", "undecodable") from None
     if peak < SILENCE_PEAK:
-        raise AudioError(path, f"audio is silent (peak {peak:.1e} < {SILENCE_PEAK:.0e})")
+        raise AudioError(path, f"audio is silent (peak {peak:.1e} < {SILENCE_PEAK:.0e})", "silent")
     return seconds
 
 

@@ -27,8 +27,11 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
-from ..reasoners.chat import DATA_URL, FORMATS, MIME_FORMATS, BadRequest, decode_base64
-from .limits import AudioStore, sniff_format
+from tools.audio import without_paths
+
+from ..reasoners.chat import DATA_URL, FORMATS, MIME_FORMATS, BadRequest, check_format, decode_base64
+from .limits import AudioStore
+from .options import LOCAL_HOSTS
 
 PATH_LIMIT = 4096
 """An ``audio`` argument longer than this is never a path: base64 bytes."""
@@ -56,6 +59,10 @@ class McpOptions:
     """Over HTTP: the key clients must present (``Authorization: Bearer KEY``); None asks none."""
     audio_cache_bytes: int = 2 << 30
     """The clips folder is kept under this size, least recently used first (clips in use are kept)."""
+    allowed_hosts: list[str] = field(default_factory=lambda: list(LOCAL_HOSTS))
+    """Over HTTP: Host header values served (DNS rebinding), as ``serve --allowed-hosts``; ``*`` any."""
+    allowed_origins: list[str] = field(default_factory=list)
+    """Over HTTP: browser origins whose requests are served (none by default), as ``serve``'s."""
 
     def __post_init__(self):
         if self.transport not in ("stdio", "http"):
@@ -96,8 +103,10 @@ class AcousticTools:
             stored = self._store(audio, None)
         try:
             yield str(stored)
-        finally:
-            self.store.release(stored)
+        except BaseException:  # refused (no tool could read it, or the request failed): not kept
+            self.store.release(stored, drop=True)
+            raise
+        self.store.release(stored)
 
     def _path(self, text: str) -> str:
         path = Path(text).expanduser()
@@ -108,9 +117,8 @@ class AcousticTools:
                     "send the clip as base64 or a data: URL"
                 )
             path = path.resolve()  # checked, then opened, with its links resolved: no swap between the two
-            if not any(path.is_relative_to(folder) for folder in self.allowed):
-                folders = ", ".join(str(f) for f in self.allowed)
-                raise BadRequest(f"{text}: outside the folders this server may read (--allow-dir {folders})")
+            if not any(path.is_relative_to(folder) for folder in self.allowed):  # the folders not named
+                raise BadRequest(f"{text}: outside the folders this server may read (--allow-dir)")
         if not path.exists():
             raise BadRequest(f"{text}: file not found")
         if not path.is_file():
@@ -127,11 +135,15 @@ class AcousticTools:
             raw = decode_base64(data)
         except BadRequest:
             raise BadRequest("audio is neither a file path, a data: URL nor valid base64") from None
+        from tools.decoders import sniff
+
         fmt = MIME_FORMATS.get(fmt.lower(), fmt.lower()) if fmt else None
         if fmt not in FORMATS:  # it names the stored file: only the formats we know, else the bytes say
-            fmt = sniff_format(raw)
+            found = sniff(raw[:64])
+            fmt = found if found in FORMATS else "wav"
         if len(raw) > limit:
             raise BadRequest(f"audio: the clip is {len(raw)} bytes, over the {limit}-byte limit")
+        check_format(raw, fmt)  # a playlist, or bytes that are not the format declared: refused
         return self.store.hold(raw, fmt, limit)
 
     def run(self, tool_id: str, audio: str, start: float | None, end: float | None) -> dict:
@@ -144,8 +156,8 @@ class AcousticTools:
             raise BadRequest(str(err)) from None
         with self.clip(audio) as path, self.lock:
             record = self.pool.run(path, [tool_id], window)[tool_id]
-        if "error" in record:
-            raise BadRequest(f"{tool_id}: {record['error']}")
+            if "error" in record:  # the clip is "the clip", no folder of the server's is shown
+                raise BadRequest(f"{tool_id}: {without_paths(record['error'], path)}")
         return record
 
     def select(self, audio: str, question: str, choices: list[str]) -> dict:
@@ -231,17 +243,20 @@ def serve_mcp(config, plugin_dir: str | None, options: McpOptions, host: str, po
     else:
         import uvicorn
 
-        uvicorn.run(http_app(server, options, host), host=host, port=port, log_level="warning")
+        from .connections import uvicorn_config
+
+        uvicorn.Server(uvicorn_config(http_app(server, options, host), host, port, log_level="warning")).run()
 
 
 def http_app(server, options: McpOptions, host: str = "127.0.0.1"):
-    """The server over streamable HTTP behind the service's access checks (:mod:`.access`: the API key;
-    the SDK checks Host and Origin itself on a loopback address)."""
+    """The server over streamable HTTP behind the service's access checks (:mod:`.access`): the API
+    key, the Host header among ``allowed_hosts`` and any ``Origin`` among ``allowed_origins``, on
+    every address (the SDK checks Host and Origin only when bound to loopback)."""
     from .access import Guard
 
     limit = 2 * options.max_audio_bytes + (1 << 20)  # base64 plus the message: ours is the clear refusal
     app = server.streamable_http_app(max_request_body_size=limit, host=host)
-    return Guard(app, options.api_key, hosts=["*"], origins=["*"])
+    return Guard(app, options.api_key, options.allowed_hosts, options.allowed_origins, http_origins=True)
 
 
 def open_tools(config, plugin_dir, options: McpOptions, sha256=None) -> AcousticTools:

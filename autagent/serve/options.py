@@ -45,7 +45,10 @@ class ServeOptions:
     """The upstream's key is read from this variable."""
     api_key: str | None = setting(None, env="AUTAGENT_API_KEY", metavar="KEY")
     """The key clients must present (``Authorization: Bearer KEY``) on HTTP and /v1/realtime; default
-    the AUTAGENT_API_KEY variable; none: no key asked (a loopback service for one user)."""
+    the AUTAGENT_API_KEY variable (or --api-key-file); none: no key asked (a loopback service for one
+    user).  On the command line it is readable by every local user (the process's arguments)."""
+    api_key_file: str | None = setting(None, metavar="FILE")
+    """Read the clients' key from this file (its first line), not from the command line."""
     allowed_hosts: list = setting(list(LOCAL_HOSTS), many=True, metavar="HOST")
     """Host header values served (DNS rebinding); ``*`` serves any.  A service put on another address
     names the names it is reached by."""
@@ -80,6 +83,14 @@ class ServeOptions:
     """/v1/realtime sessions at once, their tool work included until it stops; more are told so and closed."""
     realtime_idle_s: float = 300.0
     """A realtime session that sends nothing for this long is closed."""
+    header_timeout_s: float = 10.0
+    """A request's headers must arrive whole within this many seconds of its connection (or of the
+    previous response); else the connection is closed (before any key is checked)."""
+    keep_alive_s: int = 5
+    """An idle keep-alive connection is closed after this many seconds."""
+    max_connections: int = 1024
+    """Connections open at once (fewer when the file-descriptor limit is lower); one past it is closed
+    as soon as it is accepted."""
     body_timeout_s: float = 60.0
     """A request body must arrive whole within this many seconds (a 408 otherwise): a slowly dripped
     body does not hold a slot."""
@@ -117,7 +128,10 @@ class ServeOptions:
     def __post_init__(self):
         from ..config import ConfigError
 
-        for name in ("max_concurrency", "max_realtime_sessions", "max_tool_calls", "extra_workers"):
+        if self.api_key_file:
+            self.api_key = read_key_file(self.api_key_file)
+
+        for name in ("max_concurrency", "max_realtime_sessions", "max_tool_calls", "extra_workers", "max_connections"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 1, got {getattr(self, name)}")
         for name in ("max_queue", "max_tool_rounds", "upstream_retries"):
@@ -125,9 +139,42 @@ class ServeOptions:
                 raise ConfigError(f"--{name.replace('_', '-')} must be >= 0, got {getattr(self, name)}")
         if self.upstream_sample_rate and not 8000 <= self.upstream_sample_rate <= 48000:
             raise ConfigError(f"--upstream-sample-rate must be 0 or in [8000, 48000], got {self.upstream_sample_rate}")
-        for name in ("body_timeout_s", "request_timeout_s", "remote_timeout_s", "realtime_idle_s"):
+        for name in (
+            "body_timeout_s",
+            "request_timeout_s",
+            "remote_timeout_s",
+            "realtime_idle_s",
+            "header_timeout_s",
+            "keep_alive_s",
+        ):
             if not getattr(self, name) > 0:
                 raise ConfigError(f"--{name.replace('_', '-')} must be > 0, got {getattr(self, name)}")
+
+    def connection_limits(self):
+        """The :class:`~.connections.ConnectionLimits` these settings give."""
+        from .connections import ConnectionLimits
+
+        return ConnectionLimits(self.header_timeout_s, self.keep_alive_s, self.max_connections)
+
+
+def read_key_file(path: str) -> str:
+    """The key in ``path``'s first line; a clear error for a missing or empty file (never the key)."""
+    from ..config import ConfigError
+
+    try:
+        lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115 - a short file
+    except (OSError, UnicodeError) as err:
+        raise ConfigError(f"--api-key-file {path}: cannot read it ({type(err).__name__})") from None
+    key = lines[0].strip() if lines else ""
+    if not key:
+        raise ConfigError(f"--api-key-file {path}: the file is empty")
+    return key
+
+
+KEY_ON_COMMAND_LINE = (
+    "warning: --api-key on the command line is readable by every local user (ps, /proc/PID/cmdline); "
+    "give it in AUTAGENT_API_KEY or --api-key-file instead"
+)
 
 
 @functools.cache

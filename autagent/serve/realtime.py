@@ -39,6 +39,8 @@ import time
 
 from fastapi import WebSocket
 
+from ..reasoners.chat import MAX_TEXT_CHARS
+from ..reasoners.json_limits import TooDeep, loads
 from . import events as ev
 from .service import internal_error
 
@@ -171,7 +173,10 @@ class Conversation:
                 await self.fail(f"the event is over the {self.service.max_event_bytes}-byte limit", "event_too_large")
                 continue
             try:  # a large event (a clip's audio) is parsed off the event loop
-                payload = json.loads(text) if len(text) < LARGE else await asyncio.to_thread(json.loads, text)
+                payload = loads(text) if len(text) < LARGE else await asyncio.to_thread(loads, text)
+            except TooDeep as err:
+                await self.fail(f"the event is {err}", "invalid_json")
+                continue
             except ValueError:
                 await self.fail("the event is not JSON", "invalid_json")
                 continue
@@ -196,10 +201,15 @@ class Conversation:
             await self.fail("session.update needs session.type 'realtime'", "invalid_session", payload)
             return
         modalities = session.get("output_modalities")
-        if modalities is not None and list(modalities) != ["text"]:
+        if modalities is not None and modalities != ["text"]:  # 5, "text", {"text": 1}: the same answer
             await self.fail("this service answers in text only: output_modalities ['text']", "invalid_session", payload)
             return
-        fmt = ((session.get("audio") or {}).get("input") or {}).get("format")
+        audio = session.get("audio") or {}
+        audio_input = audio.get("input") or {} if isinstance(audio, dict) else None
+        if not isinstance(audio_input, dict):
+            await self.fail("session.audio must be an object, and its input an object", "invalid_session", payload)
+            return
+        fmt = audio_input.get("format")
         rate = self.rate
         if fmt is not None:
             if not isinstance(fmt, dict) or fmt.get("type", "audio/pcm") != "audio/pcm":
@@ -212,9 +222,16 @@ class Conversation:
         if rate != self.rate and self.turn is not None and self.turn.received:
             await self.fail("the audio format cannot change while audio is buffered", "invalid_format", payload)
             return
+        instructions = session.get("instructions")
+        if isinstance(instructions, str) and len(instructions) > MAX_TEXT_CHARS:
+            message = (
+                f"session.instructions is {len(instructions)} characters, over the {MAX_TEXT_CHARS}-character limit"
+            )
+            await self.fail(message, "invalid_session", payload)
+            return
         self.rate, self.configured = rate, True
-        if isinstance(session.get("instructions"), str):
-            self.instructions = session["instructions"]
+        if isinstance(instructions, str):
+            self.instructions = instructions
         await self.send(ev.event("session.updated", session=self.config()))
 
     async def on_conversation_item_create(self, payload: dict) -> None:
@@ -235,7 +252,7 @@ class Conversation:
             return
         text = "\n".join(texts)
         try:
-            question, choices = question_and_choices(text)
+            question, choices = question_and_choices(text, name="input_text")
         except BadRequest as err:
             await self.fail(str(err), "invalid_item", payload)
             return
@@ -243,7 +260,7 @@ class Conversation:
         target = self.committed if self.committed is not None and self.responding is None else self.turn
         if target is not None and target.stream is not None:
             target.stream.ask(question, choices)
-        item_id = item.get("id") or ev.new_id("item")
+        item_id = item["id"] if isinstance(item.get("id"), str) and 0 < len(item["id"]) <= 64 else ev.new_id("item")
         added = ev.user_item(item_id, [{"type": "input_text", "text": text}])
         await self.send(ev.event("conversation.item.added", previous_item_id=self.last_item, item=added))
         await self.send(ev.event("conversation.item.done", previous_item_id=self.last_item, item=added))

@@ -23,6 +23,19 @@ EMBEDDING = (  # IPv6 prefixes whose last 32 bits are an IPv4 address
     ipaddress.ip_network("::/96"),  # IPv4-compatible (deprecated)
 )
 LOCAL_NAT64 = ipaddress.ip_network("64:ff9b:1::/48")  # local-use NAT64: whatever it carries is local
+SPECIAL = tuple(
+    ipaddress.ip_network(net)
+    for net in (
+        "192.0.0.0/24",  # IETF protocol assignments (Python 3.11's is_global passes 192.0.0.8)
+        "192.88.99.0/24",  # the deprecated 6to4 relay anycast
+        "5f00::/16",  # SRv6 segment identifiers
+        "3fff::/20",  # documentation (RFC 9637)
+        "2001:db8::/32",  # documentation
+        "fec0::/10",  # site-local (deprecated; is_global passes it)
+        "100::/64",  # discard-only
+    )
+)
+"""Special-purpose ranges that ``ipaddress``'s ``is_global`` (Python 3.11) lets through: never a clip's host."""
 
 
 def resolve(host: str) -> list[str]:
@@ -42,12 +55,12 @@ def embedded_ipv4(ip: ipaddress.IPv6Address) -> list[ipaddress.IPv4Address]:
 
 def is_public(address: str) -> bool:
     ip = ipaddress.ip_address(address.split("%")[0])
-    if not ip.is_global or ip.is_multicast:
+    if not ip.is_global or ip.is_multicast or any(ip in net for net in SPECIAL if net.version == ip.version):
         return False
     if isinstance(ip, ipaddress.IPv6Address):
         if ip in LOCAL_NAT64:
             return False
-        return all(a.is_global and not a.is_multicast for a in embedded_ipv4(ip))
+        return all(is_public(str(a)) for a in embedded_ipv4(ip))
     return True
 
 
@@ -99,12 +112,17 @@ async def checked_target(url: str, allow_private: bool, resolver=resolve) -> tup
 
 
 def format_of(url: str, raw: bytes) -> str:
-    """The clip's format from its URL's path (never its query), else its first bytes, else WAV."""
-    from ..reasoners.chat import FORMATS
-    from .limits import sniff_format
+    """The clip's format from its first bytes, else its URL's path (never its query), else WAV (the
+    clip is then checked against it: a playlist or unknown bytes are refused)."""
+    from tools.decoders import sniff
 
+    from ..reasoners.chat import FORMATS
+
+    found = sniff(raw[:64])
+    if found in FORMATS:
+        return found
     suffix = PurePosixPath(urlsplit(url).path).suffix.lstrip(".").lower()
-    return suffix if suffix in FORMATS else sniff_format(raw)
+    return suffix if suffix in FORMATS else "wav"
 
 
 async def fetch(

@@ -23,8 +23,14 @@ def add_select(app, service: Service) -> None:
 
 
 async def _handle(service: Service, body: dict):
+    from ..reasoners.chat import BadRequest, check_text
+
     plugin = service.plugin
-    parts = [{"type": "text", "text": str(body.get("question", ""))}]
+    question = body.get("question", "")
+    if not isinstance(question, str):
+        raise BadRequest(f"question must be a string, got {type(question).__name__}")
+    check_text(question, "question")
+    parts = [{"type": "text", "text": question}]
     if "audio_url" in body:
         parts.append({"type": "audio_url", "audio_url": {"url": body["audio_url"]}})
     else:

@@ -217,6 +217,9 @@ class Service:
         return self._checked(query, hit[2] if hit else None, found.get("key"), then)
 
     def _fetched(self, query, raw: bytes, fmt: str, then):
+        from ..reasoners.chat import check_format
+
+        check_format(raw, fmt)
         query.audio = str(self.audio_store.hold(raw, fmt, self.options.max_audio_bytes))
         return self._checked(query, None, None, then)
 
@@ -232,9 +235,9 @@ class Service:
         try:
             if seconds is None:
                 try:
-                    seconds = clip_seconds(query.audio, self.max_audio_seconds)
-                except AudioError as err:
-                    raise BadRequest(f"the audio cannot be used: {str(err).split(': ', 1)[-1]}") from None
+                    seconds = clip_seconds(query.audio, self.max_audio_seconds, self.tools_max_seconds)
+                except AudioError as err:  # its reason and code, never the clips folder's path
+                    raise BadRequest(f"the audio cannot be used: {err.reason} ({err.code})") from None
             if seconds > self.max_audio_seconds:
                 hint = " (the tools hear at most that)" if self.max_audio_seconds == self.tools_max_seconds else ""
                 raise BadRequest(f"the audio is longer than {self.max_audio_seconds:g} s{hint}")

@@ -12,6 +12,8 @@ import time
 import uuid
 from pathlib import Path
 
+from ..reasoners.json_limits import loads
+
 
 class UpstreamError(RuntimeError):
     """The upstream could not answer (down, timed out, junk): a 502 that names no address; ``status``
@@ -89,7 +91,7 @@ class OpenAIUpstream:
         payload = await self._payload(body)
         try:
             raw = await self.client.chat.completions.with_raw_response.create(**payload)
-            reply = json.loads(raw.http_response.text)
+            reply = loads(raw.http_response.text)
         except openai.APIError as err:
             raise self._error(err) from None
         except ValueError:

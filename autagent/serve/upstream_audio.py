@@ -72,15 +72,19 @@ def _at_rate(data, rate: int) -> str | None:
     import numpy as np
     import soundfile as sf
 
+    from tools.decoders import BLOCK_FRAMES, mixer
+
     try:
         raw = base64.b64decode(data, validate=True)
         with sf.SoundFile(io.BytesIO(raw)) as handle:
             if (handle.samplerate, handle.channels, handle.format, handle.subtype) == (rate, 1, "WAV", "PCM_16"):
                 return None
-            samples, native = handle.read(dtype="float32", always_2d=True), handle.samplerate
+            add, result = mixer(-1, True)  # averaged block by block: one channel's memory, not all
+            for block in handle.blocks(BLOCK_FRAMES, dtype="float32", always_2d=True):
+                add(block)
+            mono, native = result()[0], handle.samplerate
     except (binascii.Error, ValueError, TypeError, RuntimeError, sf.LibsndfileError):
         return None
-    mono = samples.mean(axis=1)
     if native != rate:
         import librosa
 

@@ -87,10 +87,12 @@ def post_concurrently(url: str, body: dict, clients: int, timeout: float) -> lis
 class InThread:
     """The app on a loopback port, served by uvicorn in a thread of this process."""
 
-    def __init__(self, app):
+    def __init__(self, app, limits=None):
         import uvicorn
 
-        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=0, log_level="warning"))
+        from autagent.serve.connections import uvicorn_config
+
+        self.server = uvicorn.Server(uvicorn_config(app, "127.0.0.1", 0, limits, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, daemon=True)
         self.thread.start()
         deadline = time.time() + 30
