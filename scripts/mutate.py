@@ -10,14 +10,27 @@ arithmetic or boolean operator swapped (``+`` and ``-``, ``*`` and ``/``, ``and`
 either a test is missing, or the mutation changes nothing that matters (an equivalent mutant).
 Docstrings, strings, raise statements and type annotations are left alone.
 
-Usage: .venv/bin/python scripts/mutate.py [--only rewards/scoring.py] [--keep DIR]
-Prints each module's killed / survived counts and every survivor (file:line, before -> after).
+Two sets: ``core`` (``make mutate``: the rewards, GRPO, plugin trust) and ``guards`` (``make
+mutate-guards``: what the README's newest claims stand on: the answer table's budget, cross-validation,
+the exact objective, the address checks of remote audio and the service's limits).  Each module runs
+the tests that exercise it directly (fast ones: a mutant costs one run of them).
+
+Every mutant's tests run in a process forked from one that has already imported the heavy third-party
+packages (torch, numpy, pytest...): no project module is imported before the fork, so each mutant is
+imported fresh, and a mutant costs its tests, not a Python start with torch (about 25 s on a busy
+2-core machine).  ``--timeout`` bounds each run; a mutant that hangs its tests is counted killed.
+
+Usage: .venv/bin/python scripts/mutate.py [--set guards] [--only MODULE] [--timeout 60] [--record FILE]
+Prints each module's killed / survived counts and every survivor (file:line, before -> after);
+``--record`` writes the same as JSON (per module: mutants, killed, survivors, seconds).
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import datetime
+import json
 import os
 import shutil
 import subprocess
@@ -27,12 +40,30 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TARGETS = {
-    "rewards/__init__.py": ["tests/test_scoring_rewards.py"],
-    "rewards/scoring.py": ["tests/test_scoring_rewards.py"],
-    "autagent/policies/grpo.py": ["tests/test_grpo.py"],
-    "autagent/plugin/trust.py": ["tests/test_plugin.py"],
+ROUTER_FAST = [  # tests/test_adapt.py without the ones that train a plugin on the tiny benchmark first
+    "tests/test_adapt.py",
+    "-k",
+    "not warm_started and not autagent_adapt and not price_changes_what_is_learned",
+]
+SETS = {
+    "core": {
+        "rewards/__init__.py": ["tests/test_scoring_rewards.py"],
+        "rewards/scoring.py": ["tests/test_scoring_rewards.py"],
+        "autagent/policies/grpo.py": ["tests/test_grpo.py"],
+        "autagent/plugin/trust.py": ["tests/test_plugin.py"],
+    },
+    "guards": {
+        "autagent/policies/router/crossval.py": ["tests/test_guards_router.py", *ROUTER_FAST],
+        "autagent/policies/router/exact.py": ["tests/test_guards_router.py", *ROUTER_FAST],
+        "autagent/policies/router/table.py": ["tests/test_guards_router.py", *ROUTER_FAST],
+        "autagent/serve/remote.py": ["tests/test_guards_remote.py"],
+        "autagent/serve/limits.py": ["tests/test_guards_limits.py"],
+    },
 }
+TARGETS = SETS["core"]  # what `make mutate` has always covered
+PRELOAD = ("numpy", "torch", "pytest", "httpx", "soundfile", "yaml", "scipy", "sklearn", "idna")
+"""Imported once, before the fork, with pytest's plugins: third-party only (a project module imported here
+would not be mutated)."""
 COMPARE = {
     ast.Lt: ast.LtE,
     ast.LtE: ast.Lt,
@@ -162,57 +193,148 @@ def top_level_outputs(folder: str, names: list[str]) -> list[str]:
     return [n for n in names if n in top or n == "__pycache__"]
 
 
-def run_tests(work: Path, tests: list[str], timeout: float) -> bool:
-    """True when the tests pass (the mutant survived)."""
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1"}
-    command = [sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", *tests]
+WORKER = r"""
+import importlib, json, os, signal, sys, time
+for name in sys.argv[1].split(","):
     try:
-        out = subprocess.run(command, cwd=work, env=env, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
-        return False  # a mutant that hangs the tests is caught
-    return out.returncode == 0
+        importlib.import_module(name)
+    except ImportError:
+        pass
+from importlib.metadata import entry_points
+for plugin in entry_points(group="pytest11"):  # pytest's plugins (hypothesis, schemathesis...): 20 s each run
+    try:
+        importlib.import_module(plugin.value.split(":")[0])
+    except Exception:
+        pass
+print("ready", flush=True)
+for line in sys.stdin:
+    job = json.loads(line)
+    pid = os.fork()
+    if pid == 0:  # the mutant's run: a fresh import of every project module
+        os.setpgid(0, 0)  # its own group: a timeout kills what it started too
+        null = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(null, 1), os.dup2(null, 2)
+        import pytest
+        os._exit(pytest.main(job["args"]))
+    deadline, status = time.monotonic() + job["timeout"], None
+    while time.monotonic() < deadline:
+        done, status = os.waitpid(pid, os.WNOHANG)
+        if done:
+            break
+        time.sleep(0.05)
+    else:
+        os.killpg(pid, signal.SIGKILL)
+        os.waitpid(pid, 0)
+        status = None
+    code = os.waitstatus_to_exitcode(status) if status is not None else None
+    print(json.dumps({"code": code}), flush=True)
+"""
+
+
+class Runner:
+    """A process that imported :data:`PRELOAD` once and forks one test run per mutant."""
+
+    def __init__(self, work: Path):
+        env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONDONTWRITEBYTECODE": "1", "PYTHONPATH": str(work)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-c", WORKER, ",".join(PRELOAD)],
+            cwd=work,
+            env=env,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        assert self.process.stdout.readline().strip() == "ready"
+
+    def passes(self, tests: list[str], timeout: float) -> bool:
+        """True when the tests pass (the mutant survived); a run past ``timeout`` is a kill."""
+        args = ["-x", "-q", "-p", "no:cacheprovider", "-m", "not slow", *tests]
+        self.process.stdin.write(json.dumps({"args": args, "timeout": timeout}) + "\n")
+        self.process.stdin.flush()
+        return json.loads(self.process.stdout.readline())["code"] == 0
+
+    def close(self) -> None:
+        self.process.stdin.close()
+        self.process.wait()
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--only", help="one target module (a path in TARGETS)")
+    parser.add_argument("--set", default="core", choices=sorted(SETS), help="which modules (default: core)")
+    parser.add_argument("--only", help="target modules of the set, comma-separated (default: all of them)")
     parser.add_argument("--keep", help="the working copy's folder (default: a temporary one)")
     parser.add_argument("--timeout", type=float, default=300.0, help="seconds per test run")
+    parser.add_argument("--record", help="write the counts and survivors here as JSON")
     args = parser.parse_args()
+    targets = {k: v for k, v in SETS[args.set].items() if not args.only or k in args.only.split(",")}
+    if not targets:
+        print(f"--only {args.only}: not a module of the {args.set} set: {', '.join(SETS[args.set])}", file=sys.stderr)
+        return 2
     work = Path(args.keep or tempfile.mkdtemp(prefix="autagent-mutate-")) / "project"
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(ROOT, work, ignore=top_level_outputs, symlinks=True)
     if (ROOT / ".cache").exists() and not (work / ".cache").exists():
-        (work / ".cache").symlink_to(ROOT / ".cache")  # reuse the persistent test fixtures
-    targets = {k: v for k, v in TARGETS.items() if not args.only or k == args.only}
-    totals, survivors = {}, []
-    for module, tests in targets.items():
-        path = work / module
-        original = path.read_text()
-        count = len(mutation_points(ast.parse(original)))
-        if not run_tests(work, tests, args.timeout):
-            print(f"{module}: its tests fail without any mutation; fix them first", file=sys.stderr)
-            return 2
-        killed = 0
-        started = time.perf_counter()
-        for index in range(count):
-            source, line, what = mutant_source(original, index)
-            path.write_text(source)
-            if run_tests(work, tests, args.timeout):
-                survivors.append(f"{module}:{line}: {what}")
-            else:
-                killed += 1
-        path.write_text(original)
-        totals[module] = (killed, count - killed)
-        print(
-            f"{module}: {count} mutants, {killed} killed, {count - killed} survived "
-            f"({time.perf_counter() - started:.0f} s)",
-            flush=True,
-        )
+        (work / ".cache").symlink_to((ROOT / ".cache").resolve())  # reuse the persistent test fixtures
+    runner = Runner(work)
+    began, modules, survivors = time.perf_counter(), {}, []
+    try:
+        for module, tests in targets.items():
+            path = work / module
+            original = path.read_text()
+            count = len(mutation_points(ast.parse(original)))
+            if not runner.passes(tests, args.timeout * 3):
+                print(f"{module}: its tests fail without any mutation; fix them first", file=sys.stderr)
+                return 2
+            killed, left = 0, []
+            started = time.perf_counter()
+            for index in range(count):
+                source, line, what = mutant_source(original, index)
+                path.write_text(source)
+                if runner.passes(tests, args.timeout):
+                    left.append({"line": line, "mutation": what})
+                    survivors.append(f"{module}:{line}: {what}")
+                else:
+                    killed += 1
+            path.write_text(original)
+            seconds = time.perf_counter() - started
+            modules[module] = {"mutants": count, "killed": killed, "survivors": left, "seconds": round(seconds)}
+            print(
+                f"{module}: {count} mutants, {killed} killed, {count - killed} survived ({seconds:.0f} s)", flush=True
+            )
+    finally:
+        runner.close()
     print("\nsurvivors:" if survivors else "\nno survivor")
     for survivor in survivors:
         print("  " + survivor)
+    if args.record:
+        record = {
+            "set": args.set,
+            "commit": _commit(),
+            "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "timeout_s": args.timeout,
+            "seconds": round(time.perf_counter() - began),
+            "tests": {m: t for m, t in targets.items()},
+            "modules": modules,
+        }
+        path = Path(args.record)
+        if args.only and path.exists():  # a part of the set: the other modules' counts are kept
+            before = json.loads(path.read_text())
+            if before.get("set") == args.set:
+                record["modules"] = before["modules"] | modules
+                record["tests"] = before["tests"] | record["tests"]
+                record["seconds"] += before["seconds"]
+        path.write_text(json.dumps(record, indent=1) + "\n")
     return 0
+
+
+def _commit() -> str | None:
+    out = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    dirty = subprocess.run(
+        ["git", "-C", str(ROOT), "status", "--porcelain", "--", "autagent", "tests", "rewards"],
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return (out.stdout.strip() + ("+changes" if dirty else "")) if out.returncode == 0 else None
 
 
 if __name__ == "__main__":

@@ -193,3 +193,46 @@ def test_a_table_names_its_columns_and_joins_two_test_sets_in_one_cell(tmp_path,
     lines = render("two", spec, load_records(tmp_path)).splitlines()
     assert lines[0] == "| Method | Avg (test · draw 7) | Tools |"
     assert lines[2] == "| router | **65.0 ± 5.0** · **55.0 ± 5.0** | 1.00 ± 0.10 · 1.07 ± 0.12 |"
+
+
+def test_a_sweep_records_what_prose_quotes_per_domain_and_from_cross_validation(tmp_path, monkeypatch):
+    """Per-domain accuracies and cross-validation's held-out reward go from the runs through the sweep's
+    summary into the record (fails without sweep.quoted_figures and record_sweep keeping them)."""
+    from autagent.sweep import quoted_figures
+
+    def run(music, draw7_music, reward, digest):
+        policy = {"accuracy": 0.5, "avg_tools": 1.0, "by_domain": {"music": music, "sound": 0.5}}
+        found = {
+            "chosen": {"reward.tool_cost": 0.0},
+            "candidates": [
+                {"candidate": {"reward.tool_cost": 0.05}, "reward": reward + 0.1},  # the best is not always chosen
+                {"candidate": {"reward.tool_cost": 0.0}, "reward": reward},
+            ],
+        }
+        also = {"draw7": {"policy": policy | {"by_domain": {"music": draw7_music}}}}
+        return {
+            "methods": {"policy": policy},
+            "training": {"crossval": found},
+            "also_test": also,
+            "data_digest": digest,
+        }
+
+    by_seed = {0: run(0.4, 0.5, 0.235, "abc"), 1: run(0.6, 0.7, 0.278, "abc")}
+    figures = quoted_figures(by_seed, ["draw7"])
+    assert figures["by_domain/music"]["values"] == [0.4, 0.6]
+    assert figures["also/draw7/by_domain/music"]["values"] == [0.5, 0.7]
+    assert "also/draw7/by_domain/sound" not in figures
+    assert figures["crossval/held_out_reward"]["values"] == [0.235, 0.278]  # the chosen candidate's
+    assert figures["crossval/chosen"] == [{"reward.tool_cost": 0.0}] * 2 and figures["data_digest"] == ["abc"]
+    _checkout(tmp_path, monkeypatch)
+    sweep = tmp_path / "runs" / "sweeps" / "seeds"
+    summary = json.loads((sweep / "summary.json").read_text())
+    summary["variants"]["router"] |= figures
+    (sweep / "summary.json").write_text(json.dumps(summary))
+    assert main(["report", "record", str(sweep), "--as", "quoted"]) == 0
+    made = json.loads((tmp_path / "docs" / "results" / "quoted.json").read_text())["variants"]["router"]
+    assert made["by_domain"] == {"music": {"values": [0.4, 0.6]}, "sound": {"values": [0.5, 0.5]}}
+    assert made["crossval_held_out_reward"] == {"values": [0.235, 0.278]}
+    assert main(["report", "record", str(sweep), "--as", "quoted7", "--test", "draw7"]) == 0
+    made = json.loads((tmp_path / "docs" / "results" / "quoted7.json").read_text())["variants"]["router"]
+    assert made["by_domain"] == {"music": {"values": [0.5, 0.7]}}

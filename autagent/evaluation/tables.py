@@ -95,6 +95,11 @@ def record_sweep(sweep_dir: Path, test: str | None = None) -> dict:
         variants[name] = {"label": name} | {
             key: {"values": v[prefix + key]["values"]} for key in ("accuracy", "avg_tools") if prefix + key in v
         }
+        domains = {k[len(prefix + "by_domain/") :]: s for k, s in v.items() if k.startswith(prefix + "by_domain/")}
+        if domains:  # what prose quotes per domain, and cross-validation's held-out reward, from the record
+            variants[name]["by_domain"] = {d: {"values": s["values"]} for d, s in domains.items()}
+        if "crossval/held_out_reward" in v:
+            variants[name]["crossval_held_out_reward"] = {"values": v["crossval/held_out_reward"]["values"]}
     if test and not any(len(v) > 1 for v in variants.values()):
         raise TableError(f"{sweep_dir / 'summary.json'}: no test set {test!r} (the sweep's also_test)")
     if not variants:

@@ -155,6 +155,7 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
             ),
         }
         summary["variants"][name].update(transfer_summary(by_seed) | added_tools_summary(by_seed))
+        summary["variants"][name].update(quoted_figures(by_seed, spec["also_test"]))
         for test in spec["also_test"]:
             tested = [m["also_test"][test]["policy"] for m in by_seed.values()]
             summary["variants"][name][f"also/{test}/accuracy"] = _mean_std([p["accuracy"] for p in tested])
@@ -205,6 +206,30 @@ def selection_check(run_dir: Path, spec: dict) -> dict:
     )
     path.write_text(json.dumps(result, indent=2))
     return result
+
+
+def quoted_figures(by_seed: dict, tests) -> dict:
+    """What prose about a sweep quotes, recorded so that it can come from a record: the policy's accuracy
+    per domain (the test split's, ``by_domain/<d>``, and each extra test set's, ``also/<t>/by_domain/<d>``),
+    cross-validation's held-out reward of the candidate it chose and that candidate, per seed, and the
+    digests of the benchmark the runs were trained and tested on (metrics.json's ``data_digest``)."""
+    out: dict = {}
+    policies = {"": [m["methods"]["policy"] for m in by_seed.values()]}
+    policies |= {f"also/{t}/": [m["also_test"][t]["policy"] for m in by_seed.values()] for t in tests}
+    for prefix, runs in policies.items():
+        for domain in sorted({d for p in runs for d in p.get("by_domain") or {}}):
+            values = [p["by_domain"][domain] for p in runs if domain in (p.get("by_domain") or {})]
+            if len(values) == len(runs):
+                out[f"{prefix}by_domain/{domain}"] = _mean_std(values)
+    found = [(m.get("training") or {}).get("crossval") for m in by_seed.values()]
+    if found and all(found):
+        chosen = [next(c for c in f["candidates"] if c["candidate"] == f["chosen"]) for f in found]
+        out["crossval/held_out_reward"] = _mean_std([c["reward"] for c in chosen])
+        out["crossval/chosen"] = [f["chosen"] for f in found]
+    digests = sorted({m.get("data_digest") for m in by_seed.values()} - {None})
+    if digests:
+        out["data_digest"] = digests
+    return out
 
 
 def transfer_summary(by_seed: dict) -> dict:

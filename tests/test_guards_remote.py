@@ -1,0 +1,144 @@
+"""Guards of remote audio's address checks (``make mutate-guards`` mutates autagent/serve/remote.py):
+every address a name resolves to must be public (one private among public ones refuses it), IPv4 carried
+inside IPv6 is checked, the connection goes to the checked address, redirects and size are capped at
+their limits exactly, and a refusal names no address."""
+
+from __future__ import annotations
+
+import asyncio
+
+import httpx
+import pytest
+
+from autagent.reasoners.chat import BadRequest
+from autagent.serve.remote import MAX_REDIRECTS, ascii_host, checked_target, embedded_ipv4, fetch, format_of, is_public
+
+PUBLIC, PUBLIC6, PRIVATE = "93.184.216.34", "2606:4700:4700::1111", "10.0.0.7"
+
+
+def target(url: str, addresses, allow_private: bool = False):
+    return asyncio.run(checked_target(url, allow_private, lambda host: list(addresses)))
+
+
+def test_a_name_resolving_to_a_public_and_a_private_address_is_refused():
+    """``all`` -> ``any`` over the resolved addresses would let a name with one public address reach a
+    private one; the order of the addresses does not matter, and the refusal names neither."""
+    for addresses in ([PUBLIC, PRIVATE], [PRIVATE, PUBLIC], [PUBLIC6, "::1"], [PUBLIC, "169.254.169.254"]):
+        with pytest.raises(BadRequest, match="private, loopback or link-local") as refused:
+            target("http://mixed.example/a.wav", addresses)
+        assert not any(a in str(refused.value) for a in addresses)
+    url, host, server_name = target("http://mixed.example/a.wav", [PRIVATE, PUBLIC], allow_private=True)
+    assert url == f"http://{PRIVATE}/a.wav" and host == server_name == "mixed.example"
+    url, *_ = target("http://two.example/a.wav", [PUBLIC, "93.184.216.35"])
+    assert url == f"http://{PUBLIC}/a.wav"  # the first checked address is the one connected to
+
+
+@pytest.mark.parametrize(
+    "address, public",
+    [
+        (PUBLIC, True),
+        (PUBLIC6, True),
+        ("2002:5db8:d822::", True),  # 6to4 carrying a public address
+        ("::ffff:93.184.216.34", True),  # IPv4-mapped, public
+        (PRIVATE, False),
+        ("127.0.0.1", False),
+        ("169.254.169.254", False),
+        ("224.0.0.1", False),  # multicast
+        ("ff0e::1", False),  # global-scope IPv6 multicast: is_global, still refused
+        ("::1", False),
+        ("fe80::1%eth0", False),  # a zone index is ignored, not an error
+        ("::ffff:10.0.0.7", False),
+        ("64:ff9b::a00:7", False),  # NAT64 of 10.0.0.7
+        ("64:ff9b::5db8:d822", True),  # NAT64 of a public address
+        ("64:ff9b:1::5db8:d822", False),  # local-use NAT64: refused whatever it carries
+        ("2002:a00:7::", False),  # 6to4 of 10.0.0.7
+        ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False),  # Teredo carrying 192.0.2.45
+    ],
+)
+def test_which_addresses_are_public(address, public):
+    assert is_public(address) is public
+
+
+def test_the_ipv4_an_ipv6_address_carries():
+    import ipaddress
+
+    assert [str(a) for a in embedded_ipv4(ipaddress.ip_address("64:ff9b::a00:7"))] == ["10.0.0.7"]
+    assert [str(a) for a in embedded_ipv4(ipaddress.ip_address("::ffff:10.0.0.7"))] == ["10.0.0.7"]
+    assert [str(a) for a in embedded_ipv4(ipaddress.ip_address("::ffff:0:a00:7"))] == ["10.0.0.7"]  # translated
+    assert embedded_ipv4(ipaddress.ip_address(PUBLIC6)) == []
+
+
+def test_the_target_keeps_the_name_for_the_host_header_and_refuses_what_is_not_a_fetchable_url():
+    url, host, server_name = target("https://Straße.example:8443/x/a.wav?sig=1", [PUBLIC6])
+    assert url == f"https://[{PUBLIC6}]:8443/x/a.wav?sig=1"
+    assert (host, server_name) == ("xn--strae-oqa.example:8443", "xn--strae-oqa.example")
+    assert target("http://[2606:4700:4700::1111]", [PUBLIC6])[0] == f"http://[{PUBLIC6}]/"
+    assert target("http://93.184.216.34/a.wav", [PUBLIC])[1] == PUBLIC
+    for url, message in [
+        ("ftp://files.example/a.wav", "not an http"),
+        ("http:///a.wav", "not an http"),
+        ("http://files.example:port/a.wav", "port is not a number"),
+    ]:
+        with pytest.raises(BadRequest, match=message):
+            target(url, [PUBLIC])
+    with pytest.raises(BadRequest, match="does not resolve"):
+        target("http://nowhere.example/a.wav", [])
+
+    def failing(host):
+        raise OSError("no such name")
+
+    with pytest.raises(BadRequest, match="does not resolve"):
+        asyncio.run(checked_target("http://nowhere.example/a.wav", False, failing))
+    assert ascii_host("Example.COM.") == "example.com" and ascii_host("[::1]") == "::1"
+    with pytest.raises(BadRequest, match="not a valid name"):
+        ascii_host("bad..name")
+
+
+def _serve(handler, url="http://files.example/a.wav", max_bytes=8, **kw):
+    return asyncio.run(fetch(url, max_bytes, False, lambda host: [PUBLIC], httpx.MockTransport(handler), **kw))
+
+
+def test_the_size_cap_admits_exactly_the_limit_and_refuses_one_byte_more():
+    assert _serve(lambda r: httpx.Response(200, content=b"12345678")) == b"12345678"
+    with pytest.raises(BadRequest, match="over the 8-byte limit"):
+        _serve(lambda r: httpx.Response(200, content=b"123456789"))
+    with pytest.raises(BadRequest, match="HTTP 404"):
+        _serve(lambda r: httpx.Response(404, content=b"gone"))
+    with pytest.raises(BadRequest, match="empty"):
+        _serve(lambda r: httpx.Response(200, content=b""))
+
+    def broken(request):
+        raise httpx.ConnectError("refused")
+
+    with pytest.raises(BadRequest, match="ConnectError"):
+        _serve(broken)
+
+
+def test_redirects_are_followed_up_to_the_limit_each_hop_checked():
+    def hops(n, last_host="files.example"):
+        def handler(request):
+            step = int(request.url.path.strip("/") or 0)
+            if step < n:
+                return httpx.Response(302, headers={"location": f"http://{last_host}/{step + 1}"})
+            return httpx.Response(200, content=b"RIFF")
+
+        return handler
+
+    assert _serve(hops(MAX_REDIRECTS), url="http://files.example/0") == b"RIFF"
+    with pytest.raises(BadRequest, match=f"more than {MAX_REDIRECTS} redirects"):
+        _serve(hops(MAX_REDIRECTS + 1), url="http://files.example/0")
+    hosts = {"files.example": [PUBLIC], "inside.example": [PRIVATE]}
+
+    def handler(request):
+        if request.headers["host"] == "files.example":
+            return httpx.Response(302, headers={"location": "http://inside.example/a.wav"})
+        return httpx.Response(200, content=b"secret")
+
+    with pytest.raises(BadRequest, match="private"):  # the second hop is checked too
+        asyncio.run(fetch("http://files.example/a.wav", 64, False, hosts.__getitem__, httpx.MockTransport(handler)))
+
+
+def test_a_clips_format_comes_from_its_path_then_its_bytes():
+    assert format_of("https://cdn.example/a.FLAC?x=1", b"RIFF") == "flac"
+    assert format_of("https://cdn.example/a.exe", b"OggS...") == "ogg"
+    assert format_of("https://cdn.example/a", b"") == "wav"
