@@ -160,3 +160,22 @@ def test_eval_with_max_tools_calls_at_most_k_and_reports_the_curve(plugin_dir, t
     assert curve["threshold"]["avg_tools"] == metrics["methods"]["policy"]["avg_tools"] <= 1
     report = (out / "report.md").read_text()
     assert "## Accuracy against tools (the dial)" in report and (out / "cost_curve.png").is_file()
+
+
+def test_a_sweep_summarises_the_seeds_curves_per_k_with_the_gap_paired_by_seed():
+    from autagent.sweep import curve_summary
+
+    def curve(plugin, fixed):
+        return {
+            "plugin": [{"k": k, "accuracy": a} for k, a in enumerate(plugin)],
+            "fixed_order": {
+                "order": ["asr"],
+                "points": [{"accuracy": a} for a in fixed],
+                "gap": [p - f for p, f in zip(plugin, fixed)],
+            },
+            "threshold": {"accuracy": plugin[-1], "avg_tools": 1.0},
+        }
+
+    got = curve_summary([curve([0.2, 0.5], [0.2, 0.4]), curve([0.2, 0.7], [0.2, 0.4])])
+    assert got["plugin"][1]["mean"] == pytest.approx(0.6) and got["fixed_order"][1]["std"] == 0
+    assert got["gap"][1]["values"] == pytest.approx([0.1, 0.3]) and got["threshold"]["avg_tools"]["mean"] == 1.0

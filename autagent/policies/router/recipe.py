@@ -190,7 +190,9 @@ def train_router(ctx, resume: bool = False) -> tuple[Path, dict, None]:
         head = DescriptionHead(featurizer.columns, descriptions.shape[1])
         tuning = (dev[0], policy.select(dev[0])) if dev else None
         summary["zero_shot_head"] = head.fit(features, descriptions, policy.select(features), tuning)
-    values, values_source = tool_values(ctx.tool_ids, samples, table, ctx.reasoner, ctx.records)
+    values, values_source = None, None  # without a table, each tool alone is asked of every training query:
+    if table is not None or config.eval.cost_curve:  # only when an eval's cost curve is to read them
+        values, values_source = tool_values(ctx.tool_ids, samples, table, ctx.reasoner, ctx.records)
     inherited = source.manifest.get("tool_seconds") if source is not None else None
     costs = {"tool_seconds": tool_seconds(ctx.pool, ctx.tool_ids, inherited), "tool_values": values}
     fields = export_fields(ctx, summary)
