@@ -160,3 +160,34 @@ def test_eval_with_max_tools_calls_at_most_k_and_reports_the_curve(plugin_dir, t
     assert curve["threshold"]["avg_tools"] == metrics["methods"]["policy"]["avg_tools"] <= 1
     report = (out / "report.md").read_text()
     assert "## Accuracy against tools (the dial)" in report and (out / "cost_curve.png").is_file()
+
+
+def test_a_sweep_summarises_the_seeds_curves_per_k_with_the_gap_paired_by_seed():
+    from autagent.recipes.sweep import curve_summary
+
+    def curve(plugin, fixed):
+        return {
+            "plugin": [{"k": k, "accuracy": a} for k, a in enumerate(plugin)],
+            "fixed_order": {
+                "order": ["asr"],
+                "points": [{"accuracy": a} for a in fixed],
+                "gap": [p - f for p, f in zip(plugin, fixed)],
+            },
+            "threshold": {"accuracy": plugin[-1], "avg_tools": 1.0},
+        }
+
+    got = curve_summary([curve([0.2, 0.5], [0.2, 0.4]), curve([0.2, 0.7], [0.2, 0.4])])
+    assert got["plugin"][1]["mean"] == pytest.approx(0.6) and got["fixed_order"][1]["std"] == 0
+    assert got["gap"][1]["values"] == pytest.approx([0.1, 0.3]) and got["threshold"]["avg_tools"]["mean"] == 1.0
+
+
+def test_a_recorded_sweep_names_each_point_of_its_curves_for_the_tables():
+    from autagent.evaluation.tables import curve_entries
+
+    mean = lambda *v: {"values": list(v)}  # noqa: E731
+    curve = {"plugin": [mean(0.2, 0.2), mean(0.5, 0.6)], "fixed_order": [mean(0.2, 0.2), mean(0.4, 0.4)]}
+    curve |= {"gap": [mean(0, 0), mean(0.1, 0.2)], "threshold": {"accuracy": mean(0.5, 0.5), "avg_tools": mean(1, 2)}}
+    got = curve_entries("adapted", curve)
+    assert got["adapted@K=1"] == {"label": "adapted@K=1", "accuracy": {"values": [0.5, 0.6]}, "avg_tools": 1}
+    assert got["adapted@fixed@K=1"]["accuracy"]["values"] == [0.4, 0.4] and "adapted@gap@K=0" in got
+    assert got["adapted@threshold"]["avg_tools"] == {"values": [1, 2]} and curve_entries("x", None) == {}

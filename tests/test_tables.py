@@ -198,7 +198,7 @@ def test_a_table_names_its_columns_and_joins_two_test_sets_in_one_cell(tmp_path,
 def test_a_sweep_records_what_prose_quotes_per_domain_and_from_cross_validation(tmp_path, monkeypatch):
     """Per-domain accuracies and cross-validation's held-out reward go from the runs through the sweep's
     summary into the record (fails without sweep.quoted_figures and record_sweep keeping them)."""
-    from autagent.sweep import quoted_figures
+    from autagent.recipes.sweep import quoted_figures
 
     def run(music, draw7_music, reward, digest):
         policy = {"accuracy": 0.5, "avg_tools": 1.0, "by_domain": {"music": music, "sound": 0.5}}

@@ -85,6 +85,29 @@ def record_run(run_dir: Path) -> dict:
     }
 
 
+def curve_entries(name: str, curve: dict | None) -> dict:
+    """A variant's accuracy-against-tools curve (a sweep summary's ``cost_curve``) as entries tables can name:
+    ``<name>@K=k`` (the plugin's K most probable tools), ``<name>@fixed@K=k`` (the fixed order), and
+    ``<name>@gap@K=k`` (plugin − fixed, paired by seed), each seed's value and K as its tools."""
+    out = {}
+    for part, points in (
+        ("", (curve or {}).get("plugin")),
+        ("@fixed", (curve or {}).get("fixed_order")),
+        ("@gap", (curve or {}).get("gap")),
+    ):
+        for k, point in enumerate(points or []):
+            key = f"{name}{part}@K={k}"
+            out[key] = {"label": key, "accuracy": {"values": point["values"]}, "avg_tools": k}
+    if curve and curve.get("threshold"):
+        point = curve["threshold"]
+        out[f"{name}@threshold"] = {
+            "label": f"{name}@threshold",
+            "accuracy": {"values": point["accuracy"]["values"]},
+            "avg_tools": {"values": point["avg_tools"]["values"]},
+        }
+    return out
+
+
 def record_sweep(sweep_dir: Path, test: str | None = None) -> dict:
     """What the tables need of a finished sweep: each variant's accuracy and tools per seed, the baselines;
     with ``test``, those of the sweep's extra test set of that name (``also_test``)."""
@@ -100,6 +123,7 @@ def record_sweep(sweep_dir: Path, test: str | None = None) -> dict:
             variants[name]["by_domain"] = {d: {"values": s["values"]} for d, s in domains.items()}
         if "crossval/held_out_reward" in v:
             variants[name]["crossval_held_out_reward"] = {"values": v["crossval/held_out_reward"]["values"]}
+        variants.update(curve_entries(name, v.get(prefix + "cost_curve")))
     if test and not any(len(v) > 1 for v in variants.values()):
         raise TableError(f"{sweep_dir / 'summary.json'}: no test set {test!r} (the sweep's also_test)")
     if not variants:

@@ -85,6 +85,28 @@ def _selections(run_dir: Path) -> dict[str, tuple]:
     return {r["id"]: tuple(r["tools"]) for r in rows if r["method"] == "policy"}
 
 
+def curve_summary(curves: list[dict]) -> dict:
+    """Seeds' accuracy-against-tools curves (:mod:`autagent.evaluation.cost_curve`) as mean ± std per K: the
+    plugin's, the fixed order's and their gap (paired by seed), and the threshold's point."""
+    out = {
+        "plugin": [],
+        "fixed_order": [],
+        "gap": [],
+        "orders": [(c.get("fixed_order") or {}).get("order") for c in curves],
+    }
+    for k in range(len(curves[0]["plugin"])):
+        out["plugin"].append(_mean_std([c["plugin"][k]["accuracy"] for c in curves]))
+        if all(c.get("fixed_order") for c in curves):
+            out["fixed_order"].append(_mean_std([c["fixed_order"]["points"][k]["accuracy"] for c in curves]))
+            out["gap"].append(_mean_std([c["fixed_order"]["gap"][k] for c in curves]))
+    if all(c.get("threshold") for c in curves):
+        out["threshold"] = {
+            "accuracy": _mean_std([c["threshold"]["accuracy"] for c in curves]),
+            "avg_tools": _mean_std([c["threshold"]["avg_tools"] for c in curves]),
+        }
+    return out
+
+
 def also_test_in_own_process(config, name: str, overrides: dict) -> dict:
     """The run's plugin, unchanged, on another test set (``autagent eval`` with ``overrides``) in a fresh
     process, into ``<run>/also/<name>/`` (kept: a finished one is read back)."""
@@ -132,10 +154,9 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
                     raise FileExistsError(f"{config.run_dir} exists: pass --resume to reuse finished runs")
                 train_in_own_process(config, resume=resume and (config.run_dir / "checkpoints").exists())
             metrics = json.loads(done.read_text())
-            metrics["also_test"] = {
-                test: also_test_in_own_process(config, test, test_overrides)["methods"]
-                for test, test_overrides in spec["also_test"].items()
-            }
+            also = {test: also_test_in_own_process(config, test, o) for test, o in spec["also_test"].items()}
+            metrics["also_test"] = {test: m["methods"] for test, m in also.items()}
+            metrics["also_test_curves"] = {test: m.get("cost_curve") for test, m in also.items()}
             if spec.get("selection_check"):
                 metrics["selection_check"] = selection_check(config.run_dir, spec["selection_check"])
             runs.setdefault(name, {})[seed] = metrics
@@ -160,6 +181,9 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
             tested = [m["also_test"][test]["policy"] for m in by_seed.values()]
             summary["variants"][name][f"also/{test}/accuracy"] = _mean_std([p["accuracy"] for p in tested])
             summary["variants"][name][f"also/{test}/avg_tools"] = _mean_std([p["avg_tools"] for p in tested])
+            curves = [(m.get("also_test_curves") or {}).get(test) for m in by_seed.values()]
+            if curves and all(curves):
+                summary["variants"][name][f"also/{test}/cost_curve"] = curve_summary(curves)
             baselines = next(iter(by_seed.values()))["also_test"][test]
             for baseline in BASELINES:
                 if baseline in baselines:

@@ -266,7 +266,9 @@ def fit_head(start: PolicyStart, policy, queries: Queries, summary: dict):
 def export(ctx, start: PolicyStart, policy, head, queries: Queries, summary: dict) -> Path:
     """The plugin, with each tool's measured seconds (the dial's latency budget) and its average value on
     the training queries (the fixed-order curve a user could build without learning)."""
-    values, values_source = tool_values(ctx.tool_ids, queries.samples, queries.table, ctx.reasoner, ctx.records)
+    values, values_source = None, None  # without a table, each tool alone is asked of every training query:
+    if queries.table is not None or ctx.config.eval.cost_curve:  # only when an eval's cost curve is to read them
+        values, values_source = tool_values(ctx.tool_ids, queries.samples, queries.table, ctx.reasoner, ctx.records)
     inherited = start.source.manifest.get("tool_seconds") if start.source is not None else None
     costs = {"tool_seconds": tool_seconds(ctx.pool, ctx.tool_ids, inherited), "tool_values": values}
     fields = export_fields(ctx, summary)
