@@ -31,7 +31,7 @@ from tools.pool import PoolConfig, ToolPool
 
 from .plugin.manifest import VERIFY_KEY_ENV, check_tools, read_manifest
 from .plugin.trust import PluginError
-from .reasoners.chat import BadRequest, ChatQuery, read_query, with_records
+from .reasoners.messages import BadRequest, ChatQuery, read_query, with_records
 
 
 def policy_module(manifest: dict, directory):

@@ -50,7 +50,7 @@ BEFORE = "2d6b8a1"
 
 def start(*args: str, cache: Path, root: Path = ROOT) -> tuple[subprocess.Popen, str]:
     """``autagent serve`` of the checkout at ``root`` (its own code: PYTHONPATH and cwd)."""
-    from autagent.serve import spawn
+    from autagent.testing.serve import spawn
 
     cache_set = ["--set", f"answer_cache_dir={cache / 'answers'}", "--set", f"tools.cache_dir={cache / 'tools'}"]
     return spawn(

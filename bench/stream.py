@@ -39,7 +39,7 @@ RATE, CHUNK_S = 24000, 0.1
 
 
 def start(plugin: str, cache: Path):
-    from autagent.serve import spawn
+    from autagent.testing.serve import spawn
 
     settings = ["--set", f"answer_cache_dir={cache / 'answers'}", "--set", f"tools.cache_dir={cache / 'tools'}"]
     return spawn(

@@ -10,7 +10,7 @@ import asyncio
 import httpx
 import pytest
 
-from autagent.reasoners.chat import BadRequest
+from autagent.reasoners.messages import BadRequest
 from autagent.serve.remote import MAX_REDIRECTS, ascii_host, checked_target, embedded_ipv4, fetch, format_of, is_public
 
 PUBLIC, PUBLIC6, PRIVATE = "93.184.216.34", "2606:4700:4700::1111", "10.0.0.7"

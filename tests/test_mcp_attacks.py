@@ -13,7 +13,7 @@ import soundfile as sf
 from helpers.serve import InThread
 
 from autagent.config import load_config
-from autagent.reasoners.chat import BadRequest
+from autagent.reasoners.messages import BadRequest
 from autagent.serve.mcp_server import AcousticTools, McpOptions, build_server, http_app, open_tools
 
 INITIALIZE = {

@@ -276,7 +276,7 @@ def test_the_readme_commands_that_run_offline_run_as_written(train_outputs, caps
 def test_the_request_json_in_the_readme_is_what_the_service_reads(tmp_path, click_wav):
     import base64
 
-    from autagent.reasoners.chat import read_query
+    from autagent.reasoners.messages import read_query
 
     block = re.search(r"`request\.json`.*?^```json\n(.*?)^```", README, re.S | re.M)
     assert block, "the README shows request.json beside the curl line"

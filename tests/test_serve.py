@@ -48,7 +48,7 @@ def _free_port() -> int:
 
 
 def _serve(*args, tmp) -> tuple[subprocess.Popen, str]:
-    from autagent.serve import spawn
+    from autagent.testing.serve import spawn
 
     cache = ["--set", f"answer_cache_dir={tmp / 'answers'}", "--set", f"tools.cache_dir={tmp / 'tools'}"]
     return spawn(*args, *cache, cwd=ROOT)

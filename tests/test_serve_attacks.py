@@ -22,7 +22,7 @@ def service(tmp_path_factory):
 
 
 def test_choice_parsing_takes_linear_time_on_a_long_run_of_spaces():
-    from autagent.reasoners.chat import question_and_choices
+    from autagent.reasoners.messages import question_and_choices
 
     line = "A) x" + " " * 40_000 + "y"  # the old lazy pattern: about 8 s here, the GIL held all along
     started = time.process_time()
@@ -143,7 +143,7 @@ def test_a_playlist_or_mislabelled_clip_is_a_400_with_a_reason_code_and_no_path(
 def test_a_name_resolving_to_public_and_private_addresses_and_special_ranges_are_refused():
     import asyncio
 
-    from autagent.reasoners.chat import BadRequest
+    from autagent.reasoners.messages import BadRequest
     from autagent.serve.remote import checked_target, is_public
 
     mixed = lambda host: ["93.184.216.34", "10.0.0.7"]  # noqa: E731 - one public, one private
@@ -186,7 +186,7 @@ def test_the_key_from_a_file_or_the_environment_and_a_warning_for_one_on_the_com
 
 
 def test_choices_written_on_one_line_are_read_and_a_question_naming_labels_is_left_alone():
-    from autagent.reasoners.chat import question_and_choices
+    from autagent.reasoners.messages import question_and_choices
 
     assert question_and_choices("What is it? Choices: (A) hello there (B) goodbye") == (
         "What is it?",

@@ -99,7 +99,7 @@ def test_a_failure_of_ours_is_a_500_that_names_no_path(quiet_plugin, tmp_path, m
 
 def test_the_mcp_clips_folder_is_bounded_and_a_path_is_checked_as_it_is_opened(tmp_path, melody_wav):
     from autagent.config import load_config
-    from autagent.reasoners.chat import BadRequest
+    from autagent.reasoners.messages import BadRequest
     from autagent.serve.mcp_server import McpOptions, open_tools
 
     config = load_config(None, {"tools.cache_dir": str(tmp_path / "t"), "tools.executor": "local"})

@@ -243,7 +243,7 @@ def test_the_soak_keeps_disk_memory_and_threads_bounded(tempo_plugin, tmp_path):
 
     from websockets.sync.client import connect
 
-    from autagent.serve import spawn
+    from autagent.testing.serve import spawn
 
     echo = Upstream("echo")
     audio_cap, tools_cap = 2 << 20, 512 << 10

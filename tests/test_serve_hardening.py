@@ -257,7 +257,7 @@ def test_the_clips_folder_stays_under_its_size_over_a_long_run(quiet_plugin, tmp
 def test_remote_audio_never_reaches_a_private_or_loopback_address_unless_allowed(quiet_plugin, tmp_path, melody_wav):
     import asyncio
 
-    from autagent.reasoners.chat import BadRequest
+    from autagent.reasoners.messages import BadRequest
     from autagent.serve.remote import fetch
 
     clip = Path(melody_wav[0]).read_bytes()
@@ -386,7 +386,7 @@ def test_remote_audio_is_checked_as_it_is_reached_within_one_deadline_and_refusa
     the Host header; a server dripping bytes is cut at the overall deadline."""
     import asyncio
 
-    from autagent.reasoners.chat import BadRequest
+    from autagent.reasoners.messages import BadRequest
     from autagent.serve.remote import fetch, format_of, is_public
 
     for address in ("64:ff9b::a9fe:a9fe", "2002:a9fe:a9fe::", "::ffff:0:7f00:1", "::ffff:127.0.0.1", "::127.0.0.1"):

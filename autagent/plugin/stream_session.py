@@ -35,7 +35,7 @@ import numpy as np
 from tools.arriving import ClipStream, ClipTooLong, PatchScores, wav_bytes
 from tools.audio import without_paths
 
-from ..reasoners.chat import store_audio, with_records
+from ..reasoners.messages import store_audio, with_records
 
 __all__ = ["ClipTooLong", "SessionClosed", "StreamResult", "StreamSession"]
 

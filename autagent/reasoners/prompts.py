@@ -18,7 +18,7 @@ RECORDS_HEADER = (
     "Tool outputs (JSON):\n"
 )
 """What precedes the records wherever they are shown: in the prompt below, and in a user's own
-chat message augmented by a plugin (:mod:`autagent.reasoners.chat`)."""
+chat message augmented by a plugin (:mod:`autagent.reasoners.messages`)."""
 
 WITH_TOOLS = (
     "Listen to the audio and answer the multiple-choice question.\n"

@@ -29,9 +29,9 @@ import numpy as np
 
 from ..data.sample import Sample
 from .base import CachedReasoner
-from .chat import BadRequest
+from .messages import BadRequest
 from .reading import read_symbols
-from .toolchat import Conversation, read_conversation
+from .tool_messages import Conversation, read_conversation
 
 
 @dataclass

@@ -32,7 +32,7 @@ from ..data.sample import Sample
 from .json_limits import TooDeep, loads
 from .prompts import format_choices, records_block
 from .scripted import ScriptedCallerConfig
-from .toolchat import tool_message
+from .tool_messages import tool_message
 
 QUESTION = (
     "Question: {question}\nChoices:\n{choices}\n"

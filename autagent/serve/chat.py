@@ -30,7 +30,7 @@ def add_chat(app, service: Service) -> None:
 
 
 async def _handle(service: Service, agentic, body: dict, started: float):
-    from ..reasoners.chat import BadRequest
+    from ..reasoners.messages import BadRequest
     from .fields import check_fields
     from .upstream import UpstreamError
 
@@ -99,7 +99,7 @@ async def held(lines, metrics):
 
 
 def log_request(path: str, body: dict) -> None:
-    from ..reasoners.chat import BadRequest, last_user_content, text_of
+    from ..reasoners.messages import BadRequest, last_user_content, text_of
 
     try:
         text = text_of(last_user_content(body["messages"]))

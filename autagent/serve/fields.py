@@ -86,7 +86,7 @@ def sdk_fields() -> frozenset:
 def check_fields(body: dict, model_required: bool) -> None:
     """BadRequest naming the first unknown field, or known field of the wrong type; a missing
     ``model`` when the service forwards without ``--model``."""
-    from ..reasoners.chat import BadRequest
+    from ..reasoners.messages import BadRequest
 
     unknown = sorted(k for k in body if k not in sdk_fields() and k not in VLLM_EXTRAS and k not in OURS)
     if unknown:

@@ -138,7 +138,7 @@ class AudioStore:
 
     def hold(self, raw: bytes, fmt: str, max_bytes: int | None = None) -> Path:
         """Write ``raw`` as a clip named by its content and hold it (the caller releases it)."""
-        from ..reasoners.chat import store_audio
+        from ..reasoners.messages import store_audio
 
         path = store_audio(raw, fmt, self.folder, max_bytes or len(raw))
         self._take(path)

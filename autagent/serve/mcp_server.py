@@ -29,7 +29,7 @@ from pydantic import Field
 
 from tools.audio import without_paths
 
-from ..reasoners.chat import DATA_URL, FORMATS, MIME_FORMATS, BadRequest, check_format, decode_base64
+from ..reasoners.messages import DATA_URL, FORMATS, MIME_FORMATS, BadRequest, check_format, decode_base64
 from .limits import AudioStore
 from .options import LOCAL_HOSTS
 

@@ -5,7 +5,7 @@ mistyped field is a 400 naming it): these schemas describe, they do not validate
 
 from __future__ import annotations
 
-from ..reasoners.chat import FORMATS
+from ..reasoners.messages import FORMATS
 
 TEXT_PART = {
     "type": "object",

@@ -39,8 +39,8 @@ import time
 
 from fastapi import WebSocket
 
-from ..reasoners.chat import MAX_TEXT_CHARS
 from ..reasoners.json_limits import TooDeep, loads
+from ..reasoners.messages import MAX_TEXT_CHARS
 from . import events as ev
 from .service import internal_error
 
@@ -235,7 +235,7 @@ class Conversation:
         await self.send(ev.event("session.updated", session=self.config()))
 
     async def on_conversation_item_create(self, payload: dict) -> None:
-        from ..reasoners.chat import BadRequest, question_and_choices
+        from ..reasoners.messages import BadRequest, question_and_choices
 
         item = payload.get("item")
         parts = item.get("content") if isinstance(item, dict) else None
@@ -269,7 +269,7 @@ class Conversation:
     async def on_input_audio_buffer_append(self, payload: dict) -> None:
         from tools.arriving import ClipTooLong
 
-        from ..reasoners.chat import question_and_choices
+        from ..reasoners.messages import question_and_choices
 
         if not self.configured:
             await self.fail(

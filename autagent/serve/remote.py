@@ -68,7 +68,7 @@ def ascii_host(host: str) -> str:
     """The host as it goes on the wire (IDNA 2008 / UTS 46: ``straße.example`` -> ``xn--strae-oqa.example``)."""
     import idna
 
-    from ..reasoners.chat import BadRequest
+    from ..reasoners.messages import BadRequest
 
     try:
         ipaddress.ip_address(host.strip("[]"))
@@ -83,7 +83,7 @@ def ascii_host(host: str) -> str:
 
 async def checked_target(url: str, allow_private: bool, resolver=resolve) -> tuple[str, str, str]:
     """(the URL to connect to, naming the checked address; the Host header; the TLS server name)."""
-    from ..reasoners.chat import BadRequest
+    from ..reasoners.messages import BadRequest
 
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
@@ -116,7 +116,7 @@ def format_of(url: str, raw: bytes) -> str:
     clip is then checked against it: a playlist or unknown bytes are refused)."""
     from tools.decoders import sniff
 
-    from ..reasoners.chat import FORMATS
+    from ..reasoners.messages import FORMATS
 
     found = sniff(raw[:64])
     if found in FORMATS:
@@ -130,7 +130,7 @@ async def fetch(
 ) -> bytes:
     """Remote audio, at most ``max_bytes``, whole within ``timeout_s`` (a 400 past either, when the fetch
     fails, or when a hop's host is not public and ``allow_private`` is off)."""
-    from ..reasoners.chat import BadRequest
+    from ..reasoners.messages import BadRequest
 
     try:
         return await asyncio.wait_for(_fetch(url, max_bytes, allow_private, resolver, transport), timeout_s)
@@ -141,7 +141,7 @@ async def fetch(
 async def _fetch(url: str, max_bytes: int, allow_private: bool, resolver, transport) -> bytes:
     import httpx
 
-    from ..reasoners.chat import BadRequest
+    from ..reasoners.messages import BadRequest
 
     chunks: list[bytes] = []
     try:

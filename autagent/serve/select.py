@@ -23,7 +23,7 @@ def add_select(app, service: Service) -> None:
 
 
 async def _handle(service: Service, body: dict):
-    from ..reasoners.chat import BadRequest, check_text
+    from ..reasoners.messages import BadRequest, check_text
 
     plugin = service.plugin
     question = body.get("question", "")

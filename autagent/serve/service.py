@@ -163,7 +163,7 @@ class Service:
             return result
 
     async def _query(self, body: dict, then):
-        from ..reasoners.chat import BadRequest
+        from ..reasoners.messages import BadRequest
         from .remote import fetch, format_of
 
         options = self.options
@@ -196,7 +196,7 @@ class Service:
         """(query, ``then(query)``) of a clip sent in the request (a remote one: the query only)."""
         from pathlib import Path
 
-        from ..reasoners.chat import read_query
+        from ..reasoners.messages import read_query
 
         options, store, sent = self.options, self.audio_store, self.sent_clips
         folder, limit = Path(options.audio_dir), options.max_audio_bytes
@@ -217,7 +217,7 @@ class Service:
         return self._checked(query, hit[2] if hit else None, found.get("key"), then)
 
     def _fetched(self, query, raw: bytes, fmt: str, then):
-        from ..reasoners.chat import check_format
+        from ..reasoners.messages import check_format
 
         check_format(raw, fmt)
         query.audio = str(self.audio_store.hold(raw, fmt, self.options.max_audio_bytes))
@@ -228,7 +228,7 @@ class Service:
         ``then(query)``; a refused clip is deleted, the clip let go if ``then`` fails."""
         from tools.audio import AudioError
 
-        from ..reasoners.chat import BadRequest
+        from ..reasoners.messages import BadRequest
         from .limits import clip_seconds
 
         store = self.audio_store
@@ -257,7 +257,7 @@ class Service:
         """``handler(body)`` once admitted (a 429 before anything is read when the service is full), the
         body read (within its deadline, in the queue: a slowly dripped body holds no slot) and a slot
         held; a streamed reply (:class:`HeldStream`) keeps the slot until its last line."""
-        from ..reasoners.chat import BadRequest
+        from ..reasoners.messages import BadRequest
 
         options = self.options
         if self.admitted >= options.max_concurrency + options.max_queue:

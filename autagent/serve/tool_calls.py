@@ -23,10 +23,10 @@ from pathlib import Path
 
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from ..reasoners.chat import with_records
+from ..reasoners.messages import with_records
 from ..reasoners.scripted import ScriptedError
 from ..reasoners.tool_loop import run_loop
-from ..reasoners.toolchat import anchor_of
+from ..reasoners.tool_messages import anchor_of
 from .limits import Refused
 from .upstream import UpstreamError
 

@@ -142,7 +142,7 @@ class LocalReasoner:
 
     def _answer(self, body: dict) -> str:
         from ..data.sample import Sample
-        from ..reasoners.chat import BadRequest, read_query
+        from ..reasoners.messages import BadRequest, read_query
 
         store = self.store
         hold = (lambda raw, fmt: store.hold(raw, fmt, self.max_audio_bytes)) if store is not None else None

@@ -49,7 +49,7 @@ def for_upstream(messages: list, mode: str, rate: int) -> list:
 
 
 def _resample_part(part: dict, rate: int) -> None:
-    from ..reasoners.chat import DATA_URL
+    from ..reasoners.messages import DATA_URL
 
     if part["type"] == "input_audio":
         holder = part.get("input_audio")

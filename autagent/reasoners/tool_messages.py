@@ -16,8 +16,8 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .chat import BadRequest, audio_source, question_and_choices, split_records, store_audio, text_of
 from .json_limits import loads
+from .messages import BadRequest, audio_source, question_and_choices, split_records, store_audio, text_of
 from .prompts import shown
 
 
