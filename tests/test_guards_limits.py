@@ -21,9 +21,9 @@ from autagent.serve.limits import (
     body_limit,
     clip_seconds,
     read_json,
-    sniff_format,
 )
 from tools.audio import AudioError
+from tools.decoders import sniff
 
 
 class Request:
@@ -68,8 +68,9 @@ def test_a_body_that_is_not_a_json_object_is_a_400_and_a_large_one_parses_the_sa
 
 def test_the_body_limit_holds_a_clip_in_base64_and_a_mebibyte_more():
     assert body_limit(3) == 4 + (1 << 20) and body_limit(4) == 8 + (1 << 20) and body_limit(0) == 1 << 20
-    assert sniff_format(b"fLaC") == "flac" and sniff_format(b"\xff\xfb..") == "mp3" and sniff_format(b"??") == "wav"
-    assert sniff_format(b"ID3") == "mp3" and sniff_format(b"OggS") == "ogg" and sniff_format(b"RIFF") == "wav"
+    assert sniff(b"fLaC") == "flac" and sniff(b"\xff\xfb..") == "mp3" and sniff(b"??") is None
+    assert sniff(b"ID3") == "mp3" and sniff(b"OggS") == "ogg" and sniff(b"RIFF\0\0\0\0WAVE") == "wav"
+    assert sniff(b"RIFF") is None  # a RIFF that is not WAVE says nothing
 
 
 def _wav(path, seconds: float, rate: int = 8000, level: float = 0.1):
