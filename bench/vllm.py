@@ -48,7 +48,7 @@ def fixture_data() -> Path:
     """The tests' tiny benchmark (``tests/conftest.py``'s ``tiny_bench``: run a test that uses it first)."""
     found = sorted((ROOT / ".cache" / "tests").glob("bench-*/data/test.json"))
     if not found:
-        sys.exit("no .cache/tests/bench-*/data: run `pytest tests/test_served_scoring.py` or any tiny_bench test")
+        sys.exit("no .cache/tests/bench-*/data: run `pytest tests/serve/test_served_scoring.py` or any tiny_bench test")
     return found[-1].parent
 
 

@@ -1,4 +1,4 @@
-"""The fuzz corpus (tests/fuzz_corpus.py): a fast subset with the command line called in process, and
+"""The fuzz corpus (tests/helpers/fuzz_corpus.py): a fast subset with the command line called in process, and
 the whole (one-hour clip, every tool, every command-line path in a process of its own) as a slow
 test; both run in CI.  Every bad input ends in a clear error or
 is handled as data; no crash; no row lost."""
@@ -6,7 +6,7 @@ is handled as data; no crash; no row lost."""
 from __future__ import annotations
 
 import pytest
-from fuzz_corpus import run
+from helpers.fuzz_corpus import run
 
 
 def _check(summary, minimum):

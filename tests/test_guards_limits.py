@@ -89,7 +89,7 @@ def test_a_clips_length_comes_from_its_header_and_silence_or_nan_is_refused(tmp_
     sf.write(str(tmp_path / "nan.wav"), nan, 8000, subtype="FLOAT")
     with pytest.raises(AudioError, match="NaN"):
         clip_seconds(tmp_path / "nan.wav", 5.0)
-    # (a clip with no header libsndfile reads is decoded instead: tests/test_serve_hardening.py; 20 s here)
+    # (a clip with no header libsndfile reads is decoded instead: tests/serve/test_serve_hardening.py; 20 s here)
 
 
 def _clip(store: AudioStore, n: int, size: int = 10):

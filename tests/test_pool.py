@@ -59,7 +59,7 @@ def test_an_actor_killed_on_its_third_call_is_restarted_and_the_records_match_an
     """A tool that SIGKILLs its own process on its third call: Ray restarts the actor (max_restarts) and
     re-runs the call (max_task_retries); the records came from two processes and equal those of a run
     in which nothing was killed."""
-    extra = ["suicidal_tool:SPEC"]
+    extra = ["helpers.suicidal_tool:SPEC"]
     calm = ToolPool(
         PoolConfig(
             executor="local",
@@ -146,7 +146,7 @@ def test_a_hung_call_times_out_alone_and_is_not_run_again(tmp_path, clips):
             actor_cpus=0.25,
             batch_size={"hanging": 1},
             enabled=["hanging"],
-            extra=["suicidal_tool:HANGING"],
+            extra=["helpers.suicidal_tool:HANGING"],
             settings={"hanging": {"only": hung, "counter": str(counter)}},
         )
     )

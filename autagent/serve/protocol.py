@@ -1,6 +1,6 @@
 """The request bodies of ``autagent serve``'s endpoints as JSON Schema, published in the OpenAPI
 document FastAPI serves (``/openapi.json``): what a client, a code generator and the API fuzzer
-(``tests/test_serve_fuzz.py``) read.  The endpoints check their bodies themselves (an unknown or
+(``tests/serve/test_serve_fuzz.py``) read.  The endpoints check their bodies themselves (an unknown or
 mistyped field is a 400 naming it): these schemas describe, they do not validate."""
 
 from __future__ import annotations

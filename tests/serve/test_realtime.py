@@ -286,7 +286,7 @@ def test_the_websockets_pin_fits_the_openai_sdks_realtime_extra_and_funasr():
     from packaging.requirements import Requirement
     from packaging.version import Version
 
-    text = (Path(__file__).resolve().parent.parent / "pyproject.toml").read_text()
+    text = (Path(__file__).resolve().parents[2] / "pyproject.toml").read_text()
     (pin,) = [Requirement(line) for line in re.findall(r'^\s*"(websockets[^"]*)",', text, re.MULTILINE)]
     declared = [Requirement(r) for r in requires("openai") or [] if r.startswith("websockets")]
     assert declared and all("realtime" in str(r.marker) for r in declared)

@@ -18,7 +18,7 @@ from autagent.policies.router.model import Router, RouterConfig
 from autagent.policies.router.plugin import export_router
 
 TOOLS = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events", "speakers")
-FIXTURES = Path(__file__).resolve().parent.parent / ".cache" / "tests" / "tools"
+FIXTURES = Path(__file__).resolve().parents[2] / ".cache" / "tests" / "tools"
 
 
 @pytest.fixture(scope="module")
@@ -168,7 +168,7 @@ def test_autagent_mcp_over_stdio_as_an_agent_launches_it(plugin, click_wav, tmp_
     from mcp import Client, StdioServerParameters
     from mcp.client.stdio import stdio_client
 
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     command = ["-m", "autagent.cli", "mcp", "--plugin", str(plugin), "--set", f"tools.cache_dir={FIXTURES}"]
     params = StdioServerParameters(command=sys.executable, args=command, env=dict(os.environ), cwd=str(root))
     errors = open(tmp_path / "server-stderr.txt", "w")  # a real file: pytest's captured stderr has no descriptor

@@ -7,7 +7,7 @@ OpenAI-compatible server, and plugin folders.  Every input must end in a clear e
 file, row or field (an expected exception type, or exit code 1/2 with ``autagent: error``), or be
 handled as data; never a traceback.  Batches must complete with every row counted.
 
-    python tests/fuzz_corpus.py [--fast] [--keep DIR]
+    python tests/helpers/fuzz_corpus.py [--fast] [--keep DIR]
 
 prints ``inputs``, ``crashes`` (must be 0) and ``rows_lost`` (must be 0), per category and in all.
 """

@@ -30,7 +30,7 @@ from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
 from autagent.policies.router.plugin import export_router
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
@@ -294,7 +294,7 @@ def test_32_concurrent_clients_on_a_bounded_service_each_get_an_answer_or_a_429(
 def test_a_failing_tool_drops_only_its_record(tmp_path, melody_wav):
     """A tool that fails gives an error record: the request is answered with the other
     tool's record, and the reply names the failed one."""
-    from suicidal_tool import fault_tool
+    from helpers.suicidal_tool import fault_tool
 
     from tools.registry import register
 

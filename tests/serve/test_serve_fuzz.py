@@ -261,7 +261,7 @@ def test_the_soak_keeps_disk_memory_and_threads_bounded(tempo_plugin, tmp_path):
         ),
         *("--set", f"tools.cache_dir={tmp_path / 'tools'}", "--set", "tools.cache_max_mb=0.5"),
         *("--set", f"answer_cache_dir={tmp_path / 'answers'}"),
-        cwd=Path(__file__).resolve().parent.parent,
+        cwd=Path(__file__).resolve().parents[2],
     )
     text = {"type": "text", "text": "What is the tempo?\n(A) slow\n(B) fast"}
     rng = np.random.default_rng(0)

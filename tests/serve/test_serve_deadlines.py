@@ -30,7 +30,7 @@ def quiet_plugin(tmp_path_factory):
 
 
 def test_a_hung_tool_in_process_times_out_and_the_next_call_is_served(tmp_path, melody_wav, click_wav):
-    from suicidal_tool import fault_tool
+    from helpers.suicidal_tool import fault_tool
 
     from tools.pool import PoolConfig, ToolPool
     from tools.registry import register
