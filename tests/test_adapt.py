@@ -307,7 +307,7 @@ def test_the_price_check_says_what_the_price_means_against_a_reasoner():
 def test_an_adaptation_takes_its_table_settings_from_adapt_not_from_the_source_run(monkeypatch):
     """The source plugin's recorded config may carry table settings of its own run (the one-standard-error
     rule, another grid): the adaptation's are ADAPT_DEFAULTS' and the user's, the rest is the plugin's."""
-    from autagent import adapt
+    from autagent.recipes import adapt
 
     recorded = {
         "name": "source",

@@ -38,18 +38,22 @@ def export_router(
     tool_seconds: dict | None = None,
     tool_values: dict | None = None,
     values_source: str | None = None,
+    backoff: tuple | None = None,
 ) -> Path:
     """A router plugin: ``model.safetensors``, the encoders it expects, the descriptions of the tools it
     trained with and, with ``head``, ``zero_shot.safetensors``, which scores tools added later from
     their descriptions (so does a ``tool_conditioned`` router's own scorer).  ``tool_seconds``: each
     tool's measured seconds per clip on the exporting machine (the dial's latency budget reads them);
     ``tool_values``: each tool's average gain alone over no tool on the training queries (the fixed
-    order an eval's cost curve compares against)."""
+    order an eval's cost curve compares against); ``backoff``: a fitted :class:`Backoff` and its summary
+    (a warm start's, which travels unchanged)."""
 
     def write(tmp: Path) -> None:
         save_file({k: v.contiguous() for k, v in router.state_dict().items()}, tmp / "model.safetensors")
         if head is not None:
             save_file({k: v.contiguous() for k, v in head.state_dict().items()}, tmp / HEAD_FILE)
+        if backoff is not None:
+            save_file({k: v.contiguous() for k, v in backoff[0].state_dict().items()}, tmp / BACKOFF_FILE)
 
     return export_plugin(
         directory,
@@ -72,8 +76,14 @@ def export_router(
             "metrics": metrics or {},
             **({"tool_seconds": tool_seconds} if tool_seconds else {}),
             **({"tool_values": tool_values, "tool_values_source": values_source} if tool_values else {}),
+            **({"backoff": backoff_entry(*backoff)} if backoff is not None else {}),
         },
     )
+
+
+def backoff_entry(backoff: Backoff, summary: dict) -> dict:
+    """The manifest's ``backoff``: its settings and what its fit measured, as JSON."""
+    return json.loads(json.dumps({"config": dataclasses.asdict(backoff.config), **summary}))
 
 
 def check_encoders(manifest: dict) -> None:
@@ -253,7 +263,7 @@ def attach_backoff(directory: str | Path, backoff: Backoff, summary: dict) -> st
     save_file({k: v.contiguous() for k, v in backoff.state_dict().items()}, directory / BACKOFF_FILE)
     digest, size = file_digest(directory / BACKOFF_FILE)
     manifest["files"][BACKOFF_FILE] = {"sha256": digest, "size": size}
-    manifest["backoff"] = json.loads(json.dumps({"config": dataclasses.asdict(backoff.config), **summary}))
+    manifest["backoff"] = backoff_entry(backoff, summary)
     return write_manifest(directory, manifest)["content_hash"]
 
 

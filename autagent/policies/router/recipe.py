@@ -28,7 +28,7 @@ from .crossval import apply, candidates, cross_validate
 from .ensemble import RouterEnsemble
 from .features import Featurizer
 from .model import Router, RouterConfig
-from .plugin import attach_backoff, export_router
+from .plugin import export_router
 from .table import AnswerTable, Budget
 from .train import RouterTrainer, TrainingRun
 from .warm import WarmStart, load_warm_start
@@ -159,9 +159,6 @@ def train(ctx, resume: bool = False) -> tuple[Path, dict, None]:
     policy = runs[0][0] if start.members == 1 else RouterEnsemble([r for r, _, _ in runs])
     head = fit_head(start, policy, queries, summary)
     plugin_dir = export(ctx, start, policy, head, queries, summary)
-    if start.source is not None and start.source.backoff is not None:
-        kept = {k: v for k, v in start.source.manifest["backoff"].items() if k != "config"}
-        attach_backoff(plugin_dir, start.source.backoff, kept)
     return plugin_dir, summary, None  # the recipe loads the exported plugin itself: it is cheap and checks it
 
 
@@ -264,16 +261,27 @@ def fit_head(start: PolicyStart, policy, queries: Queries, summary: dict):
 
 
 def export(ctx, start: PolicyStart, policy, head, queries: Queries, summary: dict) -> Path:
-    """The plugin, with each tool's measured seconds (the dial's latency budget) and its average value on
-    the training queries (the fixed-order curve a user could build without learning)."""
+    """The plugin, with a warm start's back-off, each tool's measured seconds (the dial's latency budget)
+    and its average value on the training queries (the fixed-order curve a user could build without
+    learning)."""
     values, values_source = None, None  # without a table, each tool alone is asked of every training query:
     if queries.table is not None or ctx.config.eval.cost_curve:  # only when an eval's cost curve is to read them
         values, values_source = tool_values(ctx.tool_ids, queries.samples, queries.table, ctx.reasoner, ctx.records)
     inherited = start.source.manifest.get("tool_seconds") if start.source is not None else None
     costs = {"tool_seconds": tool_seconds(ctx.pool, ctx.tool_ids, inherited), "tool_values": values}
+    backoff = None
+    if start.source is not None and start.source.backoff is not None:  # a warm start's travels unchanged
+        kept = {k: v for k, v in start.source.manifest["backoff"].items() if k != "config"}
+        backoff = (start.source.backoff, kept)
     fields = export_fields(ctx, summary)
     return export_router(
-        router=policy, featurizer=start.featurizer, head=head, **costs, **fields, values_source=values_source
+        router=policy,
+        featurizer=start.featurizer,
+        head=head,
+        **costs,
+        **fields,
+        values_source=values_source,
+        backoff=backoff,
     )
 
 
