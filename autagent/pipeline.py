@@ -222,6 +222,21 @@ def agentic_run(config: RunConfig, reasoner_config, reasoner):
     return AgenticRun(caller, config.eval.agentic.max_rounds, ToolPool(config.tools), concurrency)
 
 
+def training_values(config: RunConfig, reasoner, tool_ids) -> tuple[dict, str] | None:
+    """For a plugin that records no tool values (exported before the dial): each tool's average gain alone
+    on the first ``eval.curve_train_queries`` training queries of the run's data, asked of this reasoner
+    (the fixed order of the cost curve; never the test items); None without a training split."""
+    from .policies.router.costs import tool_values
+
+    if not config.eval.curve_train_queries:
+        return None
+    try:
+        train = load_splits(config).train[: config.eval.curve_train_queries]
+    except ConfigError:
+        return None
+    return tool_values(tool_ids, train, None, reasoner, tool_records(config, train)) if train else None
+
+
 def run_eval(
     config: RunConfig,
     out_dir: str | Path,
@@ -281,7 +296,8 @@ def run_eval(
             from .evaluation.harness import run_method
 
             run = lambda subsets: run_method(reasoner, samples, records, subsets)  # noqa: E731
-            curve = cost_curve(plugin, samples, run, tool_ids, block)
+            values = None if plugin.manifest.get("tool_values") else training_values(config, reasoner, tool_ids)
+            curve = cost_curve(plugin, samples, run, tool_ids, block, values)
     finally:
         if owned:
             reasoner.close()
