@@ -215,3 +215,19 @@ def test_a_plugin_without_recorded_values_gets_its_fixed_order_from_training_que
     assert main(["eval", "--config", str(path), "--plugin", str(old), "--out", str(tmp_path / "eval")]) == 0
     fixed = json.loads((tmp_path / "eval" / "metrics.json").read_text())["cost_curve"]["fixed_order"]
     assert fixed["source"] == "10 training queries" and sorted(fixed["order"]) == sorted(SEVEN)
+
+
+def test_the_python_api_and_the_services_flags_take_the_dial(plugin_dir, speech_wav):
+    import argparse
+
+    from autagent.serve.options import ServeOptions, add_flags, from_args
+
+    plugin = api.Plugin.load(plugin_dir)
+    assert len(plugin.select(speech_wav[0], "Who speaks?")) >= 4
+    assert len(plugin.set_dial(max_tools=1).select(speech_wav[0], "Who speaks?")) == 1
+    with pytest.raises(DialError):
+        plugin.set_dial(latency_budget_ms=-1)
+    parser = argparse.ArgumentParser()
+    add_flags(parser, ServeOptions)
+    options = from_args(parser.parse_args(["--max-tools", "2", "--latency-budget-ms", "150.5"]))
+    assert (options.max_tools, options.latency_budget_ms) == (2, 150.5)
