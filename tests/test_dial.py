@@ -191,3 +191,43 @@ def test_a_recorded_sweep_names_each_point_of_its_curves_for_the_tables():
     assert got["adapted@K=1"] == {"label": "adapted@K=1", "accuracy": {"values": [0.5, 0.6]}, "avg_tools": 1}
     assert got["adapted@fixed@K=1"]["accuracy"]["values"] == [0.4, 0.4] and "adapted@gap@K=0" in got
     assert got["adapted@threshold"]["avg_tools"] == {"values": [1, 2]} and curve_entries("x", None) == {}
+
+
+def test_a_plugin_without_recorded_values_gets_its_fixed_order_from_training_queries_at_eval(tiny_bench, tmp_path):
+    import yaml
+
+    torch.manual_seed(3)
+    featurizer = Featurizer(RouterConfig())
+    router = Router(featurizer.dim, RouterConfig(), len(SEVEN))
+    args = (router, featurizer, SEVEN, "embedded", {}, 30.0, {"name": "old"}, {})
+    old = export_router(tmp_path / "old", *args)  # exported before the dial: no tool values
+    config = {
+        "name": "old",
+        "output_dir": str(tmp_path / "runs"),
+        "answer_cache_dir": str(tmp_path / "answers"),
+        "data": {"train": str(tiny_bench["paths"]["train"]), "test": str(tiny_bench["paths"]["test"])},
+        "tools": {"executor": "local", "cache_dir": str(tiny_bench["cache"])},
+        "eval": {"methods": ["no_tool", "policy"], "curve_train_queries": 10, "plots": False},
+        "logging": {"wandb": False, "progress": False},
+    }
+    path = tmp_path / "old.yaml"
+    path.write_text(yaml.safe_dump(config))
+    assert main(["eval", "--config", str(path), "--plugin", str(old), "--out", str(tmp_path / "eval")]) == 0
+    fixed = json.loads((tmp_path / "eval" / "metrics.json").read_text())["cost_curve"]["fixed_order"]
+    assert fixed["source"] == "10 training queries" and sorted(fixed["order"]) == sorted(SEVEN)
+
+
+def test_the_python_api_and_the_services_flags_take_the_dial(plugin_dir, speech_wav):
+    import argparse
+
+    from autagent.serve.options import ServeOptions, add_flags, from_args
+
+    plugin = api.Plugin.load(plugin_dir)
+    assert len(plugin.select(speech_wav[0], "Who speaks?")) >= 4
+    assert len(plugin.set_dial(max_tools=1).select(speech_wav[0], "Who speaks?")) == 1
+    with pytest.raises(DialError):
+        plugin.set_dial(latency_budget_ms=-1)
+    parser = argparse.ArgumentParser()
+    add_flags(parser, ServeOptions)
+    options = from_args(parser.parse_args(["--max-tools", "2", "--latency-budget-ms", "150.5"]))
+    assert (options.max_tools, options.latency_budget_ms) == (2, 150.5)

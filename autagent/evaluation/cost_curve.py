@@ -35,10 +35,11 @@ def _point(k, result) -> dict:
     }
 
 
-def cost_curve(plugin, samples, run, tool_ids, block: dict) -> dict:
+def cost_curve(plugin, samples, run, tool_ids, block: dict, values: tuple[dict, str] | None = None) -> dict:
     """``metrics.json``'s ``cost_curve``: the plugin's top-K points, the fixed order's, its threshold's
     point (the ``policy`` method of ``block``) and the gap at each K (learned − fixed); ``run(subsets)``
-    evaluates one subset per sample (the harness's ``run_method`` on this reasoner and these records)."""
+    evaluates one subset per sample (the harness's ``run_method`` on this reasoner and these records);
+    ``values``: (tool values, their source) measured at eval for a plugin that records none."""
     tool_ids = tuple(tool_ids)
     _, scores = plugin.scores_many(samples)
     order = list(plugin.tools)
@@ -49,7 +50,8 @@ def cost_curve(plugin, samples, run, tool_ids, block: dict) -> dict:
     out = {"plugin": learned, "threshold": None, "fixed_order": None}
     if "policy" in block:
         out["threshold"] = {"accuracy": block["policy"]["accuracy"], "avg_tools": block["policy"]["avg_tools"]}
-    found = fixed_order(plugin.manifest, tool_ids)
+    recorded = {"tool_values": values[0], "tool_values_source": values[1]} if values else plugin.manifest
+    found = fixed_order(recorded, tool_ids)
     if found is not None:
         ranked, source = found
         points = []

@@ -140,7 +140,24 @@ def dial_curve(config: RunConfig, policy_select, block: dict, reasoner, samples,
     def run(subsets):
         return run_method(reasoner, samples, records, subsets)
 
-    return cost_curve(plugin, samples, run, config.tools.tool_ids, block)
+    tool_ids = config.tools.tool_ids
+    values = None if plugin.manifest.get("tool_values") else training_values(config, reasoner, tool_ids)
+    return cost_curve(plugin, samples, run, tool_ids, block, values)
+
+
+def training_values(config: RunConfig, reasoner, tool_ids) -> tuple[dict, str] | None:
+    """For a plugin that records no tool values (exported before the dial): each tool's average gain alone
+    on the first ``eval.curve_train_queries`` training queries of the run's data, asked of this reasoner
+    (the fixed order of the cost curve; never the test items); None without a training split."""
+    from ..policies.router.costs import tool_values
+
+    if not config.eval.curve_train_queries:
+        return None
+    try:
+        train = load_splits(config).train[: config.eval.curve_train_queries]
+    except ConfigError:
+        return None
+    return tool_values(tool_ids, train, None, reasoner, tool_records(config, train)) if train else None
 
 
 def run_facts(config: RunConfig, reasoner, samples, records, block: dict, plugin_dir) -> dict:
