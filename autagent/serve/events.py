@@ -109,3 +109,42 @@ def text_events(response_id: str, item_id: str, text: str) -> list[dict]:
             item=assistant_item(item_id, text, "completed"),
         ),
     ]
+
+
+class Invalid(ValueError):
+    """A client event's field the service cannot take: the message and the Realtime error code."""
+
+    def __init__(self, message: str, code: str):
+        super().__init__(message)
+        self.code = code
+
+
+def session_settings(session, rate: int, min_rate: int, max_rate: int) -> tuple[int, str | None]:
+    """(the input rate, the instructions or None) a ``session.update``'s ``session`` sets; :class:`Invalid`
+    for anything else than a realtime text session with 16-bit PCM input, whatever the fields' types
+    (``output_modalities: 5`` or ``audio: [1]`` once raised past the handler)."""
+    from ..reasoners.chat import MAX_TEXT_CHARS
+
+    if not isinstance(session, dict) or session.get("type") != "realtime":
+        raise Invalid("session.update needs session.type 'realtime'", "invalid_session")
+    modalities = session.get("output_modalities")
+    if modalities is not None and modalities != ["text"]:
+        raise Invalid("this service answers in text only: output_modalities ['text']", "invalid_session")
+    audio = session.get("audio") or {}
+    audio_input = (audio.get("input") or {}) if isinstance(audio, dict) else None
+    if not isinstance(audio_input, dict):
+        raise Invalid("session.audio must be an object, and its input an object", "invalid_session")
+    fmt = audio_input.get("format")
+    if fmt is not None:
+        if not isinstance(fmt, dict) or fmt.get("type", "audio/pcm") != "audio/pcm":
+            raise Invalid("the input audio format must be audio/pcm (16-bit mono)", "invalid_format")
+        rate = fmt.get("rate", 24000)
+        if not isinstance(rate, int) or not min_rate <= rate <= max_rate:
+            raise Invalid(f"audio/pcm rate must be {min_rate} to {max_rate} Hz", "invalid_format")
+    instructions = session.get("instructions")
+    if isinstance(instructions, str) and len(instructions) > MAX_TEXT_CHARS:
+        raise Invalid(
+            f"session.instructions is {len(instructions)} characters, over the {MAX_TEXT_CHARS}-character limit",
+            "invalid_session",
+        )
+    return rate, instructions if isinstance(instructions, str) else None

@@ -156,8 +156,11 @@ class AcousticTools:
             raise BadRequest(str(err)) from None
         with self.clip(audio) as path, self.lock:
             record = self.pool.run(path, [tool_id], window)[tool_id]
-            if "error" in record:  # the clip is "the clip", no folder of the server's is shown
-                raise BadRequest(f"{tool_id}: {without_paths(record['error'], path)}")
+            if "error" in record:  # a clip sent as bytes is "the clip", one named by path keeps the name given
+                shown = without_paths(record["error"], path)
+                if Path(path).resolve().parent != self.store.folder.resolve():
+                    shown = shown.replace("the clip", audio.strip(), 1)
+                raise BadRequest(f"{tool_id}: {shown}")
         return record
 
     def select(self, audio: str, question: str, choices: list[str]) -> dict:

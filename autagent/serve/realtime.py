@@ -196,41 +196,16 @@ class Conversation:
 
     # -- client events ------------------------------------------------------------------------------
     async def on_session_update(self, payload: dict) -> None:
-        session = payload.get("session")
-        if not isinstance(session, dict) or session.get("type") != "realtime":
-            await self.fail("session.update needs session.type 'realtime'", "invalid_session", payload)
+        try:
+            rate, instructions = ev.session_settings(payload.get("session"), self.rate, MIN_RATE, MAX_RATE)
+        except ev.Invalid as err:
+            await self.fail(str(err), err.code, payload)
             return
-        modalities = session.get("output_modalities")
-        if modalities is not None and modalities != ["text"]:  # 5, "text", {"text": 1}: the same answer
-            await self.fail("this service answers in text only: output_modalities ['text']", "invalid_session", payload)
-            return
-        audio = session.get("audio") or {}
-        audio_input = audio.get("input") or {} if isinstance(audio, dict) else None
-        if not isinstance(audio_input, dict):
-            await self.fail("session.audio must be an object, and its input an object", "invalid_session", payload)
-            return
-        fmt = audio_input.get("format")
-        rate = self.rate
-        if fmt is not None:
-            if not isinstance(fmt, dict) or fmt.get("type", "audio/pcm") != "audio/pcm":
-                await self.fail("the input audio format must be audio/pcm (16-bit mono)", "invalid_format", payload)
-                return
-            rate = fmt.get("rate", 24000)
-            if not isinstance(rate, int) or not MIN_RATE <= rate <= MAX_RATE:
-                await self.fail(f"audio/pcm rate must be {MIN_RATE} to {MAX_RATE} Hz", "invalid_format", payload)
-                return
         if rate != self.rate and self.turn is not None and self.turn.received:
             await self.fail("the audio format cannot change while audio is buffered", "invalid_format", payload)
             return
-        instructions = session.get("instructions")
-        if isinstance(instructions, str) and len(instructions) > MAX_TEXT_CHARS:
-            message = (
-                f"session.instructions is {len(instructions)} characters, over the {MAX_TEXT_CHARS}-character limit"
-            )
-            await self.fail(message, "invalid_session", payload)
-            return
         self.rate, self.configured = rate, True
-        if isinstance(instructions, str):
+        if instructions is not None:
             self.instructions = instructions
         await self.send(ev.event("session.updated", session=self.config()))
 

@@ -1,10 +1,14 @@
 """The service under generated and sustained traffic (slow: ``make test-all``), on loopback only:
 
 * an API fuzzer: schemathesis generates requests from the OpenAPI document the service publishes
-  (valid and invalid bodies, headers, content types), one in four chat and select bodies carrying a
-  real clip so the plugin and the upstream are reached: **no response >= 500** over >= 2,000 requests;
-* a realtime fuzz: malformed, non-object, out-of-order and oversized events (hypothesis), then a good
-  stream is answered and ``/health`` says ok;
+  (valid and invalid bodies, headers, content types), one in six chat and select bodies carrying a
+  real clip so the plugin and the upstream are reached, two in six a hostile text or clip
+  (:mod:`helpers.hostile`: long lines, runs of spaces, playlists naming a local file, lying WAV
+  headers), then deeply nested bodies: **no response >= 500** over >= 2,000 requests, **none over
+  2 s of the service's CPU**, and ``/health`` answering **within 1 s** throughout;
+* a realtime fuzz: malformed, non-object, out-of-order, oversized and hostile events (hypothesis),
+  each session within 2 s of CPU and ``/health`` within 1 s throughout, then a good stream is
+  answered and ``/health`` says ok;
 * a soak of ``autagent serve`` in a process of its own: 2,000 distinct requests, 200 refused clips and
   50 realtime sessions dropped mid-response; the clips folder and the tool-record cache stay within
   their caps, the process's memory grows by less than SOAK_RSS_MB and its threads come back to their
@@ -24,6 +28,7 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
+from helpers.hostile import CPU_BOUND_S, HEALTH_BOUND_S, CpuMeter, HealthWatch, strategies
 from helpers.serve import InThread, Upstream, router_plugin, service_options
 
 pytestmark = pytest.mark.slow
@@ -65,26 +70,61 @@ def test_the_api_fuzzer_finds_no_response_of_500_or_more(tempo_plugin, tmp_path)
     statuses, failures = Counter(), []
     per_operation = {"POST": 1000, "GET": 60}
     started = time.perf_counter()
+    secret = tmp_path / "secret.wav"  # a file of the server's that a playlist names
+    secret.write_bytes(_clip(7))
+    texts, hostile_audio, deep = strategies(str(secret))
+    cpu = CpuMeter()
+    clip = {"type": "input_audio", "input_audio": {"data": good, "format": "wav"}}
+    warm = {"model": "m", "messages": [{"role": "user", "content": [clip, {"type": "text", "text": "Which?"}]}]}
+    assert httpx.post(app.url + "/v1/chat/completions", json=warm, timeout=120).status_code == 200  # models loaded
 
-    def with_a_clip(case, use: bool) -> None:
-        """One body in four gets a real clip where the schema put random base64 (the deep path)."""
-        if not use or not isinstance(case.body, dict):
+    def with_a_clip(case, use: int, text: str, audio: str) -> None:
+        """One body in six gets a real clip where the schema put random base64 (the deep path), one a
+        hostile question with it, one a hostile clip."""
+        if use > 2 or not isinstance(case.body, dict):
             return
+        text = text if use == 1 else "Which?\n(A) one\n(B) two"
+        audio = audio if use == 2 else good
         if case.path == "/v1/select":
-            case.body["audio"] = good
+            case.body.update(audio=audio, question=text)
         elif isinstance(case.body.get("messages"), list):
             case.body["messages"] = [
                 {
                     "role": "user",
                     "content": [
-                        {"type": "input_audio", "input_audio": {"data": good, "format": "wav"}},
-                        {"type": "text", "text": "Which?\n(A) one\n(B) two"},
+                        {"type": "input_audio", "input_audio": {"data": audio, "format": "wav"}},
+                        {"type": "text", "text": text},
                     ],
                 }  # fmt: skip
             ]
 
+    def hostile_nesting(session) -> None:
+        """Deeply nested bodies, sent as text (a client's ``json.dumps`` would recurse as deep)."""
+        from hypothesis import HealthCheck, Phase, given, settings
+        from hypothesis import strategies as st
+
+        @settings(
+            max_examples=60,
+            deadline=None,
+            database=None,
+            phases=[Phase.generate],
+            suppress_health_check=list(HealthCheck),
+        )
+        @given(nested=deep, path=st.sampled_from(["/v1/chat/completions", "/v1/select"]))
+        def call(nested, path):
+            body = f'{{"model": "m", "messages": {nested}}}' if "chat" in path else f'{{"question": {nested}}}'
+            response = cpu.measure(
+                f"{path} nested {len(nested) // 2}",
+                lambda: session.post(app.url + path, data=body, headers={"Content-Type": "application/json"}),
+            )
+            statuses[response.status_code] += 1
+            if response.status_code >= 500:
+                failures.append(("POST", path, response.status_code, response.text[:300]))
+
+        call()
+
     try:
-        with __import__("requests").Session() as session:
+        with __import__("requests").Session() as session, HealthWatch(app.url) as watch:
             for result in schema.get_all_operations():
                 operation = result.ok()
                 for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
@@ -97,10 +137,18 @@ def test_the_api_fuzzer_finds_no_response_of_500_or_more(tempo_plugin, tmp_path)
                         phases=[Phase.generate],
                         suppress_health_check=list(HealthCheck),
                     )
-                    @given(case=operation.as_strategy(generation_mode=mode), use=st.integers(0, 3))
-                    def call(case, use):
-                        with_a_clip(case, use == 0)
-                        response = case.call(base_url=app.url, session=session, timeout=60)
+                    @given(
+                        case=operation.as_strategy(generation_mode=mode),
+                        use=st.integers(0, 5),
+                        text=texts,
+                        audio=hostile_audio,
+                    )
+                    def call(case, use, text, audio):
+                        with_a_clip(case, use, text, audio)
+                        response = cpu.measure(
+                            f"{case.method} {case.path} ({use})",
+                            lambda: case.call(base_url=app.url, session=session, timeout=60),
+                        )
                         statuses[response.status_code] += 1
                         if response.status_code >= 500:
                             failures.append((case.method, case.path, response.status_code, response.text[:300]))
@@ -109,6 +157,7 @@ def test_the_api_fuzzer_finds_no_response_of_500_or_more(tempo_plugin, tmp_path)
                         call()
                     except Unsatisfiable:  # a GET has nothing to make invalid
                         pass
+            hostile_nesting(session)
         assert httpx.get(app.url + "/health").json()["status"] == "ok"
     finally:
         app.stop()
@@ -116,15 +165,18 @@ def test_the_api_fuzzer_finds_no_response_of_500_or_more(tempo_plugin, tmp_path)
     total = sum(statuses.values())
     print(
         f"\nAPI fuzzer: {total} requests in {time.perf_counter() - started:.0f} s, statuses "
-        f"{dict(sorted(statuses.items()))}, {len(failures)} >= 500"
+        f"{dict(sorted(statuses.items()))}, {len(failures)} >= 500; the most CPU {cpu.worst:.2f} s "
+        f"({cpu.worst_what}); /health at worst {watch.worst:.2f} s over {watch.polls} polls"
     )
     assert total >= FUZZ_REQUESTS and not failures, failures[:5]
+    assert cpu.worst <= CPU_BOUND_S, (cpu.worst, cpu.worst_what)
+    assert watch.worst <= HEALTH_BOUND_S and not watch.failures, (watch.worst, watch.failures)
     assert statuses[200] >= 100  # the fuzzer reached the plugin and the upstream, not only the refusals
 
 
-def _event_strategy(max_event_bytes: int):
+def _event_strategy(max_event_bytes: int, secret: str):
     """One client frame: malformed or non-object JSON, a known event with fuzzed fields, a valid audio
-    chunk, or one over the size limit."""
+    chunk, one over the size limit, or a hostile one (a long question, deep nesting)."""
     from hypothesis import strategies as st
 
     from autagent.serve.events import CLIENT_EVENTS
@@ -163,7 +215,18 @@ def _event_strategy(max_event_bytes: int):
     raw = st.text(max_size=40) | json_values.map(json.dumps)
     oversized = st.just(event("input_audio_buffer.append", audio="A" * (max_event_bytes + 8)))
     turn = st.just([ask, *[append] * 6, commit, respond])  # a whole turn: question, audio, commit, response
-    return st.one_of(useful, useful, known, raw, oversized).map(lambda frame: [frame]) | turn
+    texts, _, deep = strategies(secret)
+    hostile = st.one_of(
+        texts.map(
+            lambda text: event(
+                "conversation.item.create",
+                item={"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
+            )
+        ),
+        deep,
+        deep.map(lambda nested: f'{{"type": "session.update", "session": {nested}}}'),
+    )
+    return st.one_of(useful, useful, known, raw, oversized, hostile).map(lambda frame: [frame]) | turn
 
 
 def test_the_realtime_fuzz_leaves_every_session_and_the_service_up(tempo_plugin, tmp_path):
@@ -179,12 +242,21 @@ def test_the_realtime_fuzz_leaves_every_session_and_the_service_up(tempo_plugin,
     app = InThread(create_app(options))
     url = app.url.replace("http://", "ws://") + "/v1/realtime"
     seen, started = Counter(), time.perf_counter()
+    secret = tmp_path / "secret.wav"
+    secret.write_bytes(_clip(7))
+    cpu = CpuMeter()
 
     @settings(
         max_examples=100, deadline=None, database=None, phases=[Phase.generate], suppress_health_check=list(HealthCheck)
     )
-    @given(configure=st.booleans(), frames=st.lists(_event_strategy(options.max_event_bytes), min_size=1, max_size=12))
+    @given(
+        configure=st.booleans(),
+        frames=st.lists(_event_strategy(options.max_event_bytes, str(secret)), min_size=1, max_size=12),
+    )
     def session(configure, frames):
+        cpu.measure(f"a session of {sum(map(len, frames))} frames", lambda: one_session(configure, frames))
+
+    def one_session(configure, frames):
         for _ in range(300):  # a closed session counts until its work stops: wait for a place
             socket = connect(url, max_size=None, open_timeout=30)
             first = json.loads(socket.recv(timeout=30))
@@ -207,7 +279,8 @@ def test_the_realtime_fuzz_leaves_every_session_and_the_service_up(tempo_plugin,
         seen["sessions"] += 1
 
     try:
-        session()
+        with HealthWatch(app.url) as watch:
+            session()
         deadline = time.time() + 60
         while httpx.get(app.url + "/health").json()["realtime_sessions"] and time.time() < deadline:
             time.sleep(0.2)
@@ -224,8 +297,13 @@ def test_the_realtime_fuzz_leaves_every_session_and_the_service_up(tempo_plugin,
     finally:
         app.stop()
         echo.httpd.shutdown()
-    print(f"\nrealtime fuzz: {seen['sessions']} sessions in {time.perf_counter() - started:.0f} s, events {dict(seen)}")
+    print(
+        f"\nrealtime fuzz: {seen['sessions']} sessions in {time.perf_counter() - started:.0f} s, events {dict(seen)}; "
+        f"the most CPU {cpu.worst:.2f} s ({cpu.worst_what}); /health at worst {watch.worst:.2f} s over {watch.polls}"
+    )
     assert seen["sessions"] >= 100 and seen["response.created"] >= 10  # responses asked for, then dropped
+    assert cpu.worst <= CPU_BOUND_S, (cpu.worst, cpu.worst_what)
+    assert watch.worst <= HEALTH_BOUND_S and not watch.failures, (watch.worst, watch.failures)
 
 
 def _proc(pid: int) -> tuple[float, int]:
