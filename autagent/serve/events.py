@@ -123,7 +123,7 @@ def session_settings(session, rate: int, min_rate: int, max_rate: int) -> tuple[
     """(the input rate, the instructions or None) a ``session.update``'s ``session`` sets; :class:`Invalid`
     for anything else than a realtime text session with 16-bit PCM input, whatever the fields' types
     (``output_modalities: 5`` or ``audio: [1]`` once raised past the handler)."""
-    from ..reasoners.chat import MAX_TEXT_CHARS
+    from ..reasoners.messages import MAX_TEXT_CHARS
 
     if not isinstance(session, dict) or session.get("type") != "realtime":
         raise Invalid("session.update needs session.type 'realtime'", "invalid_session")

@@ -40,7 +40,6 @@ import time
 from fastapi import WebSocket
 
 from ..reasoners.json_limits import TooDeep, loads
-from ..reasoners.messages import MAX_TEXT_CHARS
 from . import events as ev
 from .service import internal_error
 
