@@ -239,8 +239,10 @@ def render(table: str, spec: dict, records: dict) -> str:
         label = row.get("label", " · ".join(labels))
         label = label.replace("{tool}", entry["label"])  # best_single's label names the tool it found
         lines.append("| " + " | ".join([label, *(" · ".join(c) for c in cells)]) + " |")
+    commits = spec.get("commits", True)  # false on the front page: the record names its commit
     sources = "; ".join(
-        f"{RESULTS}/{name}.json ({rec.get('about', '')}; at {rec.get('commit') or 'an unknown commit'}"
+        f"{RESULTS}/{name}.json ({rec.get('about', '')}"
+        + (f"; at {rec.get('commit') or 'an unknown commit'}" if commits else "")
         + ("; a transcription" if rec.get("transcription") else "")
         + ")"
         for name, rec in used.items()
