@@ -212,3 +212,8 @@ def test_the_folder_forgets_a_clip_deleted_under_it_and_a_missing_clip_weighs_no
     assert b not in store._files
     with store.lease(tmp_path / "clips" / "never.wav"):
         assert store.size == 10  # a's 10 bytes stay booked until trimmed; the missing clip adds none
+
+
+def test_the_services_sent_clips_memo_holds_4096_clips():
+    """The service builds ``SentClips()``: its default is the service's bound on remembered clips."""
+    assert SentClips().memo.max_items == 4096
