@@ -58,7 +58,7 @@ def test_policy_moves_toward_rewarded_tools(setup):
     """What GRPO guarantees here, on any draw of the fixture: the sampled reward it ascends rises (the
     last ten steps' mean above the first ten's), and the labelled tools' probability rises by more than
     the other tools' (checked on five draws of the fixture, scripts/learning_draws.py: the margin was
-    0.15 to 0.32).  It once asserted a rise of 0.1 in the labelled tools' own probability and a last
+    0.13 to 0.32).  It once asserted a rise of 0.1 in the labelled tools' own probability and a last
     batch's accuracy, which held on some draws of the fixture only."""
     trainer = _trainer(setup, steps=40)
     before, others_before = _needed_tool_probability(trainer), _other_tool_probability(trainer)
