@@ -95,7 +95,7 @@ def test_a_clip_sent_again_is_not_decoded_again_while_the_folder_keeps_it_and_a_
     decoded and stored again; a refused clip (silent) is never remembered, so refused every time."""
     import soundfile as sf
 
-    from autagent.reasoners import chat
+    from autagent.reasoners import messages as chat
 
     decoded, decode = [], chat.decode_base64
     monkeypatch.setattr(chat, "decode_base64", lambda data: decoded.append(1) or decode(data))

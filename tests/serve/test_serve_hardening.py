@@ -97,7 +97,7 @@ def test_the_clip_is_decoded_hashed_and_stored_off_the_event_loop_and_its_length
     quiet_plugin, tmp_path, melody_wav, click_wav, monkeypatch
 ):
     import tools.audio
-    from autagent.reasoners import chat
+    from autagent.reasoners import messages as chat
 
     where, store = [], chat.store_audio
 
