@@ -60,8 +60,7 @@ def start(*args: str, cache: Path, root: Path = ROOT) -> tuple[subprocess.Popen,
         *cache_set,
         cwd=root,
         env={"OMP_NUM_THREADS": "1", "PYTHONPATH": str(root)},
-        stderr=subprocess.DEVNULL,
-        timeout=300,
+        timeout=300,  # its stderr in a temporary file: quoted when it exits before answering
     )
 
 
