@@ -220,3 +220,37 @@ def test_the_exact_objective_weighs_the_kl_and_renormalises_over_asked_subsets()
     assert subset_matrix(12).shape == (4096, 12)
     with pytest.raises(ValueError, match="T <= 12"):
         subset_matrix(13)
+
+
+def test_the_exact_loss_is_the_enumerated_expectation_minus_the_kl_to_the_reference():
+    """Every subset enumerated by hand: π(z) = Π p^z (1-p)^(1-z), the reward's expectation under π (under a mask,
+    over the asked subsets with π renormalised) and the Bernoulli KL to the reference, weighted by beta.  Kills
+    the mutation pass's survivors in exact.py: a sign dropped from the reference's log(1-p), from the mask's
+    -inf, or from the loss."""
+    import itertools
+    import math
+
+    from autagent.policies.router.exact import expected_loss, subset_matrix
+
+    torch.manual_seed(0)
+    tools, beta = 3, 0.3
+    logits, reference = torch.randn(2, tools), torch.randn(2, tools)
+    rewards = torch.randn(2, 2**tools)
+    subsets = subset_matrix(tools)
+    mask = torch.tensor([[1.0, 0, 1, 1, 0, 0, 1, 0], [0, 1, 1, 0, 0, 1, 0, 1]])
+    for masked in (None, mask):
+        loss, figures = expected_loss(logits, reference, rewards, subsets, beta, masked)
+        want = []
+        for b in range(2):
+            p, q = torch.sigmoid(logits[b]).tolist(), torch.sigmoid(reference[b]).tolist()
+            pi = [
+                math.prod(pt if z else 1 - pt for pt, z in zip(p, row))
+                for row in itertools.product((0, 1), repeat=tools)
+            ]
+            keep = [1.0] * len(pi) if masked is None else masked[b].tolist()
+            total = sum(w * k for w, k in zip(pi, keep))
+            expected = sum(w * k * r for w, k, r in zip(pi, keep, rewards[b].tolist())) / total
+            kl = sum(a * math.log(a / c) + (1 - a) * math.log((1 - a) / (1 - c)) for a, c in zip(p, q))
+            want.append(expected - beta * kl)
+        assert loss.item() == pytest.approx(-sum(want) / 2, abs=1e-5), masked
+        assert figures["kl"] > 0
