@@ -14,7 +14,9 @@ import httpx
 
 LABELS = ["A)", "(A)", "A.", "A:"]
 CPU_BOUND_S = 2.0
-HEALTH_BOUND_S = 1.0
+# Wall-clock, so it moves with the machine's load: a loaded 2-core CI machine answered in 1.01 s once; the
+# defects it guards against held /health for 16 s and 52 s.
+HEALTH_BOUND_S = 2.0
 
 
 def lying_wav(channels: int, rate: int, claimed_frames: int, real_bytes: int) -> bytes:
