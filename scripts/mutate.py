@@ -53,9 +53,18 @@ SETS = {
         "autagent/plugin/trust.py": ["tests/test_plugin.py"],
     },
     "guards": {
-        "autagent/policies/router/crossval.py": ["tests/test_guards_router.py", *ROUTER_FAST],
+        "autagent/policies/router/crossval.py": [
+            "tests/test_guards_router.py",
+            "tests/test_guards_table.py",
+            *ROUTER_FAST,
+        ],
         "autagent/policies/router/exact.py": ["tests/test_guards_router.py", *ROUTER_FAST],
-        "autagent/policies/router/table.py": ["tests/test_guards_router.py", *ROUTER_FAST],
+        "autagent/policies/router/table.py": [
+            "tests/test_guards_router.py",
+            "tests/test_guards_table.py",
+            "tests/test_soft_reward.py",  # the soft reward's probabilities come from the table's choice scores
+            *ROUTER_FAST,
+        ],
         "autagent/serve/remote.py": ["tests/test_guards_remote.py"],
         "autagent/serve/limits.py": ["tests/test_guards_limits.py"],
     },
