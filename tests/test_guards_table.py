@@ -4,6 +4,8 @@ surrogate's fidelity predicts each asked subset without it, and the defaults the
 
 from __future__ import annotations
 
+import pytest
+
 from autagent.policies.router.crossval import CrossValConfig
 from autagent.policies.router.table import AnswerTable, Budget, TableConfig, query_order
 from autagent.reasoners.base import CachedReasoner, Reply
@@ -111,3 +113,25 @@ def test_the_defaults_that_decide_which_queries_a_recorded_run_used():
     data against its record."""
     assert TableConfig().order_seed == 0 and TableConfig().items_per_call == 4
     assert CrossValConfig(folds=2).seed == 0 and CrossValConfig().folds == 0 and CrossValConfig().one_se is False
+
+
+def test_the_confidence_reads_usable_scores_and_falls_back_to_the_answer_otherwise():
+    """p(right) is the softmax of the choice scores, shifted by their maximum (log-probabilities near -800
+    would underflow to 0/0 unshifted); −inf on a choice is a usable score, a NaN or no scores at all fall
+    back to 1[the answer is right]; a subset never asked takes the surrogate's additive scores."""
+    import math
+
+    samples = _samples(2)
+    table = AnswerTable(samples, TOOLS)
+    rows = [((), "b", (-801.0, -800.0, -900.0)), (("asr",), "a", None), (("emotion",), "a", (0.0, math.nan, 0.0))]
+    for z, text, scores in [*rows, (("chords",), "b", (0.0, 0.0, -math.inf))]:
+        table.add("q00", z, text, scores)
+    for z, text, scores in [
+        ((), "b", (0.0, 1.0, 0.0)),
+        (("asr",), "a", (1.0, 0.0, 0.0)),
+        (("emotion",), "b", (0.0, 1.0, 1.0)),
+    ]:
+        table.add("q01", z, text, scores)
+    got = table.confidence_matrix(["q00"], [(), ("asr",), ("emotion",), ("chords",)])
+    assert got[0].tolist() == pytest.approx([1 / (1 + math.e), 1.0, 1.0, 0.5])
+    assert table.confidence_matrix(["q01"], [("asr", "emotion")])[0, 0] == pytest.approx(math.e / (2 * math.e + 1))
