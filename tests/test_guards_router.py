@@ -176,15 +176,15 @@ def test_the_one_standard_error_rule_takes_the_fewest_tools_within_one_se_of_the
     assert found["rule"] == "one standard error, fewest tools"
 
 
-@pytest.mark.xfail(
-    strict=True, reason="defect: one training query fails in NumPy's concatenate (router code not changed here)"
-)
 def test_cross_validation_of_a_single_training_query_is_refused_in_one_clear_line():
     """A budget that completes one query leaves one fold: nothing to train on when it is held out."""
     samples = _samples(1)
     config = CrossValConfig(folds=2, grid={"grpo.beta": [0.0]})
-    with pytest.raises(ValueError, match="training quer"):
+    with pytest.raises(ValueError, match="training quer") as refused:
         cross_validate(config, samples, torch.zeros(1, 1), _table(samples), lambda k, c: None, TOOLS, 0.0)
+    from autagent.cli import _user_error
+
+    assert _user_error(refused.value)  # the CLI says it in one line (exit 2), no traceback
 
 
 def test_a_crossval_candidate_overrides_only_what_it_names_and_bad_configs_are_refused():
