@@ -139,7 +139,7 @@ def adapt_part(args, url: str, data: Path, work: Path, log: Path) -> dict:
         before = count(log, "/v1/completions")
         command = [sys.executable, "-m", "autagent.cli", "adapt", "--plugin", str(plugin), "--reasoner", kind]
         command += ["--out", str(folder / "plugin"), "--budget", str(args.budget), "--config", str(path)]
-        command += ["--set", "table.crossval.folds=0"]
+        command += ["--set", "policy.router.table.crossval.folds=0"]
         started = time.perf_counter()
         done = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
         seconds = time.perf_counter() - started

@@ -35,6 +35,7 @@ import yaml
 
 from ..config import ConfigError, load_config, save_config
 from ..evaluation.harness import METHODS
+from ..policies.grpo import moved_key
 
 BASELINES = tuple(m for m in METHODS if m not in ("single", "policy"))  # one row each in a sweep's summary
 
@@ -68,6 +69,10 @@ def read_sweep(path: str | Path) -> dict:
     also = spec.setdefault("also_test", {}) or {}
     if not isinstance(also, dict) or not all(isinstance(v, dict) for v in also.values()):
         raise ConfigError(f"{path}: also_test must map names to overrides of the test data")
+    for where, overrides in [("set", spec.get("set")), *((f"variant {n}", v) for n, v in spec["variants"].items())]:
+        for key in overrides if isinstance(overrides, dict) else ():
+            if moved_key(str(key)):
+                raise ConfigError(f"{path}: {where}: {key} moved to {moved_key(key)} (the policy that reads it)")
     spec.setdefault("output_dir", f"runs/sweeps/{path.stem}")
     return spec
 

@@ -11,7 +11,7 @@ Three things TRL does not do, each a small override:
   is computed under that same mask (:func:`.rollout.masked_logps`), so ratios and KL compare the
   distributions the completions were actually drawn from.
 
-The loss is TRL's ``grpo.loss_type`` (default ``grpo``, the paper's per-sequence mean), set
+The loss is TRL's ``policy.lm.loss_type`` (default ``grpo``, the paper's per-sequence mean), set
 explicitly because TRL's own default is ``dapo``.
 """
 
@@ -206,7 +206,7 @@ def trl_args(config, lm: LMPolicyConfig, output_dir: Path):
         save_strategy="steps",
         logging_steps=lm.logging_steps,
         seed=config.seed,
-        loss_type=grpo.loss_type,
+        loss_type=lm.loss_type,
         scale_rewards="group",
         report_to=["wandb"] if config.logging.wandb and config.logging.wandb_mode != "disabled" else [],
         remove_unused_columns=False,

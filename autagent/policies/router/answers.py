@@ -110,7 +110,10 @@ class AnswerSource:
         reasoner's answers where asked, the surrogate's elsewhere), tool price included; and with
         ``unasked: excluded`` the ``[N, 2^T]`` mask of the asked subsets (else None).  Computed once."""
         if self.table is None:
-            raise ValueError("grpo.objective expected reads every subset's reward from an answer table: table.enabled")
+            raise ValueError(
+                "policy.router.objective expected reads every subset's reward from an answer table: "
+                "policy.router.table.enabled"
+            )
         if self._expected is None:
             ids = [s.id for s in samples]
             rewards = self.table.rewards(ids, reward_kind, tool_cost, self.signal)

@@ -31,8 +31,9 @@ from rewards import get_reward
 from rewards.scoring import is_correct
 
 from ...data.sample import Sample
-from ..grpo import GRPOConfig, advantages, grpo_loss
+from ..grpo import advantages, grpo_loss
 from .answers import AnswerSource, TrainCounters
+from .config import RouterGRPOConfig
 from .model import Router, drop_inputs, subset_ids
 
 
@@ -64,7 +65,7 @@ class RouterTrainer:
         features: torch.Tensor,
         samples: list[Sample],
         answers: AnswerSource,
-        grpo: GRPOConfig,
+        grpo: RouterGRPOConfig,
         reward_kind: str = "differential",
         tool_cost: float = 0.0,
         seed: int = 0,
@@ -248,7 +249,10 @@ class RouterTrainer:
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.cfg.objective == "expected" and self.answers.table is None:
-            raise ValueError("grpo.objective expected reads every subset's reward from an answer table: table.enabled")
+            raise ValueError(
+                "policy.router.objective expected reads every subset's reward from an answer table: "
+                "policy.router.table.enabled"
+            )
         if self.step < self.cfg.steps:  # a zero-step run (a warm start exported as it is) asks nothing
             self.answers.baseline(self.samples)
         history, run = [], self.run
