@@ -756,7 +756,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="result tables from recorded runs and sweeps (docs/results/)")
     rep = rep.add_subparsers(dest="report_command", required=True)
-    rec = rep.add_parser("record", help="write docs/results/NAME.json from a finished run or sweep folder")
+    rec = rep.add_parser("record", help="write docs/results/records/NAME.json from a finished run or sweep folder")
     rec.add_argument("folder", help="a run folder (metrics.json) or a sweep's (summary.json)")
     rec.add_argument("--as", dest="name", required=True, help="the record's name, as tables name it")
     rec.add_argument("--commit", help="the commit that made it (default: HEAD of the checkout holding it)")
