@@ -145,7 +145,8 @@ def record_sweep(sweep_dir: Path, test: str | None = None) -> dict:
 def record(
     folder: str | Path, name: str, commit: str | None = None, about: str | None = None, test: str | None = None
 ) -> Path:
-    """Write ``docs/results/records/<name>.json`` from a run folder (``metrics.json``) or a sweep's (``summary.json``)."""
+    """Write ``docs/results/records/<name>.json`` from a run folder (``metrics.json``) or a sweep's
+    (``summary.json``)."""
     folder = Path(folder)
     if (folder / "metrics.json").exists():
         made, done = record_run(folder), folder / "metrics.json"
