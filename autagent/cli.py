@@ -2,6 +2,10 @@
 
 Every error a user can cause (a bad config, dataset, clip, plugin or key) ends in one line
 ``autagent: error: ...`` naming the file, row or field, and exit code 2; never a traceback.
+
+The package's own modules are imported inside each subcommand, not here: most of them pull torch, Ray or
+transformers, and ``autagent --help``, a bad ``--set`` or ``autagent select`` on a clip that is not audio
+should answer in a fraction of a second, before any of those load (``tests/test_cli_quiet.py``).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ import yaml
 
 from rewards import RewardConfig
 from tools.pool import PoolConfig
+from tools.registry import resolve
 
 from .data.config import DataConfig
 from .evaluation.harness import EvalConfig, check_methods
@@ -105,7 +106,6 @@ class RunConfig:
         if not self.name or "/" in self.name or self.name in (".", ".."):
             raise ValueError(f"name must be a plain folder name, got {self.name!r}")
         check_methods(self.eval.methods, self.tools.tool_ids)
-        from tools.registry import resolve
 
         added = resolve(self.eval.add_tools, self.tools.extra) if self.eval.add_tools else ()
         clash = [t for t in added if t in self.tools.tool_ids]

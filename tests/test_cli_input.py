@@ -142,3 +142,16 @@ def test_help_names_every_subcommand_and_has_no_rst_markup(capsys):
         assert "``" not in commands[name].format_help()
     choices = [next(a for a in commands[n]._actions if a.dest == "choices") for n in ("select", "answer")]
     assert choices[0].nargs == choices[1].nargs == "+"
+
+
+def test_the_command_line_starts_without_a_third_party_import():
+    """cli.py imports the package's modules inside each subcommand (its docstring says why): importing it
+    loads the standard library and ``autagent`` alone, so ``--help`` and a bad flag answer at once."""
+    import subprocess
+    import sys
+
+    code = "import sys, autagent.cli; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(run.stdout.split())
+    third = {m for m in loaded - set(sys.stdlib_module_names) if not m.startswith("_")} - {"autagent", "sitecustomize"}
+    assert not third, third

@@ -29,6 +29,8 @@ from pathlib import Path
 
 import yaml
 
+from .report import label
+
 RESULTS = Path("docs/results")
 RECORDS = RESULTS / "records"
 SPEC = RESULTS / "tables.yaml"
@@ -65,8 +67,6 @@ def _commit(folder: Path) -> str | None:
 
 def record_run(run_dir: Path) -> dict:
     """What the tables need of a finished run: each method's label, accuracy, per-domain accuracy, tools."""
-    from .report import label
-
     metrics = _read_json(run_dir / "metrics.json")
     config = yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").exists() else {}
     methods = {}
@@ -129,7 +129,6 @@ def record_sweep(sweep_dir: Path, test: str | None = None) -> dict:
         raise TableError(f"{sweep_dir / 'summary.json'}: no test set {test!r} (the sweep's also_test)")
     if not variants:
         raise TableError(f"{sweep_dir / 'summary.json'}: no variants (is it a finished sweep's?)")
-    from .report import label
 
     found = (summary.get("also_baselines") or {}).get(test, {}) if test else summary.get("baselines", {})
     baselines = {k: {"label": label(k)} | b for k, b in found.items()}

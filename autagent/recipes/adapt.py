@@ -24,6 +24,7 @@ from pathlib import Path
 
 from ..config import ConfigError, RunConfig, config_from_mapping, load_config, migrate_moved
 from ..plugin.manifest import read_manifest
+from .train import run_train
 
 ADAPT_DEFAULTS = {
     "reward.tool_cost": 0.0,
@@ -79,8 +80,6 @@ def adapt_config(
 
 def run_adapt(config: RunConfig, out: str | Path, resume: bool = False) -> dict:
     """Train the adaptation (no evaluation) and copy its plugin to ``out``; returns the training summary."""
-    from .train import run_train
-
     out = Path(out)
     if out.exists() and not resume:
         raise FileExistsError(f"{out} exists: choose another --out, or --resume the adaptation that writes it")

@@ -19,15 +19,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..grpo import advantages as estimate_advantages
 from .config import LMPolicyConfig
+from .prompt import AnswerGrammar, agent_prompt
+from .rollout import generation_mode, grammar_allowed, make_rollout, masked_logps
+from .trl_contract import check
 
 
 def trainer_class():
     import torch
     from trl import GRPOTrainer
-
-    from ..grpo import advantages as estimate_advantages
-    from .trl_contract import check
 
     check(GRPOTrainer)  # the private methods overridden below, as this code expects them (trl_contract.OVERRIDDEN)
 
@@ -105,8 +106,6 @@ def grammar_logps(grammar, temperature: float, logits, ids, mask, logits_to_keep
     from; padding positions are 0, not -inf."""
     import torch
 
-    from .rollout import grammar_allowed, masked_logps
-
     completion = ids[:, -logits_to_keep:]
     rows = [row[m.bool()].tolist() for row, m in zip(completion, mask[:, -logits_to_keep:])]
     index, valid = grammar_allowed(grammar, rows, logits_to_keep)
@@ -135,8 +134,8 @@ def WarmUp(processor, lm: LMPolicyConfig, trainer):  # noqa: N802  (a class buil
 
     from transformers import TrainerCallback
 
+    # looked up when called, not at import: a test patches it on its module
     from .decoding import warm_up
-    from .rollout import generation_mode
 
     class _WarmUp(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):
@@ -232,9 +231,6 @@ def build_grpo_trainer(
     weights on the GPU); None loads it from ``model_id``."""
     import datasets
     from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
-
-    from .prompt import AnswerGrammar, agent_prompt
-    from .rollout import make_rollout
 
     processor = AutoProcessor.from_pretrained(model_id)
     rows = [

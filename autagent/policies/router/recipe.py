@@ -23,12 +23,14 @@ from tools import get_tool
 from ...data.progress import progress as tqdm
 from .. import export_fields
 from .answers import AnswerSource
+from .backoff_fit import fit_backoff
 from .config import RouterGRPOConfig
 from .costs import tool_seconds, tool_values
 from .crossval import apply, candidates, cross_validate
 from .ensemble import RouterEnsemble
 from .features import Featurizer
 from .model import Router, RouterConfig
+from .plots import member_step_seconds, plot_training
 from .plugin import export_router
 from .table import AnswerTable, Budget
 from .train import RouterTrainer, TrainingRun
@@ -293,12 +295,9 @@ def after_training(ctx, plugin_dir: Path, summary: dict, phases) -> None:
     training plot (``training.png``)."""
     config = ctx.config
     if config.policy.router.backoff and not config.policy.init_from:
-        from .backoff_fit import fit_backoff
-
         with phases("back-off fit"):
             fitted = fit_backoff(plugin_dir, ctx.splits.train, ctx.splits.dev, config.policy.router.backoff)
         summary["backoff"] = {k: v for k, v in fitted.items() if k != "curve"}
-    from .plots import plot_training
 
     with phases("training plot"):
         plot_training(ctx.run_dir / "train_log.jsonl", ctx.run_dir / "training.png", ctx.tool_ids)
@@ -306,6 +305,4 @@ def after_training(ctx, plugin_dir: Path, summary: dict, phases) -> None:
 
 def member_seconds(ctx) -> list[float]:
     """Seconds of each member's GRPO steps, from their training logs."""
-    from .plots import member_step_seconds
-
     return member_step_seconds(ctx.run_dir, ctx.config.policy.router.ensemble)
