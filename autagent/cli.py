@@ -783,6 +783,7 @@ USER_ERRORS = (
     ("autagent.data.loaders", "DatasetError"),
     ("autagent.oneoff", "UsageError"),
     ("autagent.plugin.trust", "PluginError"),
+    ("autagent.policies.router.crossval", "CrossValidationError"),
     ("autagent.reasoners.base", "ReasonerFailing"),
     ("tools.audio", "AudioError"),
     ("tools.registry", "ToolRegistryError"),

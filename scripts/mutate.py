@@ -22,7 +22,8 @@ imported fresh, and a mutant costs its tests, not a Python start with torch (abo
 
 Usage: .venv/bin/python scripts/mutate.py [--set guards] [--only MODULE] [--timeout 60] [--record FILE]
 Prints each module's killed / survived counts and every survivor (file:line, before -> after);
-``--record`` writes the same as JSON (per module: mutants, killed, survivors, seconds).
+``--record`` writes the same as JSON (per module: mutants, killed, survivors, seconds, and the commit and
+time of the pass; with ``--only``, into an existing record of the set, the other modules' entries kept).
 """
 
 from __future__ import annotations
@@ -53,9 +54,18 @@ SETS = {
         "autagent/plugin/trust.py": ["tests/test_plugin.py"],
     },
     "guards": {
-        "autagent/policies/router/crossval.py": ["tests/test_guards_router.py", *ROUTER_FAST],
+        "autagent/policies/router/crossval.py": [
+            "tests/test_guards_router.py",
+            "tests/test_guards_table.py",
+            *ROUTER_FAST,
+        ],
         "autagent/policies/router/exact.py": ["tests/test_guards_router.py", *ROUTER_FAST],
-        "autagent/policies/router/table.py": ["tests/test_guards_router.py", *ROUTER_FAST],
+        "autagent/policies/router/table.py": [
+            "tests/test_guards_router.py",
+            "tests/test_guards_table.py",
+            "tests/test_soft_reward.py",  # the soft reward's probabilities come from the table's choice scores
+            *ROUTER_FAST,
+        ],
         "autagent/serve/remote.py": ["tests/test_guards_remote.py"],
         "autagent/serve/limits.py": ["tests/test_guards_limits.py"],
     },
@@ -307,10 +317,13 @@ def main() -> int:
     for survivor in survivors:
         print("  " + survivor)
     if args.record:
+        commit, finished = _commit(), datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        for entry in modules.values():  # a record merged from several --only passes says which pass each came from
+            entry["commit"], entry["finished"] = commit, finished
         record = {
             "set": args.set,
-            "commit": _commit(),
-            "finished": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "commit": commit,
+            "finished": finished,
             "timeout_s": args.timeout,
             "seconds": round(time.perf_counter() - began),
             "tests": {m: t for m, t in targets.items()},
@@ -319,8 +332,9 @@ def main() -> int:
         path = Path(args.record)
         if args.only and path.exists():  # a part of the set: the other modules' counts are kept
             before = json.loads(path.read_text())
-            if before.get("set") == args.set:
-                record["modules"] = before["modules"] | modules
+            if before.get("set") == args.set:  # the modules not re-run keep the pass they came from
+                kept = {"commit": before.get("commit"), "finished": before.get("finished")}
+                record["modules"] = {m: kept | e for m, e in before["modules"].items()} | modules
                 record["tests"] = before["tests"] | record["tests"]
                 record["seconds"] += before["seconds"]
         path.write_text(json.dumps(record, indent=1) + "\n")

@@ -91,6 +91,102 @@ def test_cross_validation_reports_the_mean_and_standard_error_over_folds_and_the
     assert candidates({"b": [1, 2], "a": [3]}) == [{"a": 3, "b": 1}, {"a": 3, "b": 2}] and candidates({}) == [{}]
 
 
+class Counting:
+    """A progress bar that counts its steps."""
+
+    n = 0
+
+    def update(self, k):
+        self.n += k
+
+
+def test_held_out_reward_subtracts_no_tool_accuracy_and_the_standard_error_divides_by_root_folds():
+    """Queries right with no tool (every other one): the held-out reward is accuracy − no-tool accuracy −
+    price × tools (a no-tool accuracy added instead would read 1.4); over three folds the standard error is
+    stdev / √3 (÷ 1.5, what ``folds * 0.5`` gives, equals √4 only at four folds); the bar moves once per
+    candidate and fold."""
+    import statistics
+
+    samples = _samples(6)
+    features = torch.arange(6, dtype=torch.float32)[:, None]
+    table = _table(samples)
+    for s in samples[::2]:
+        table.add(s.id, (), "a")
+    figures = held_out_figures(Memorising(set(range(6)), samples), features, samples, table, TOOLS, 0.1)
+    assert figures["accuracy"] == 1.0 and figures["reward"] == pytest.approx(1.0 - 0.5 - 0.1)
+    knows = iter([set(range(6)), set(), set(range(6)), set(range(6)), set(range(6)), set(range(6))])
+    bar = Counting()
+    config = CrossValConfig(folds=3, grid={"grpo.beta": [0.0, 0.04]})
+    found = cross_validate(
+        config, samples, features, table, lambda kept, c: Memorising(next(knows), samples), TOOLS, 0.1, bar
+    )
+    row = found["candidates"][0]
+    rewards = [f["reward"] for f in row["folds"]]
+    assert len(rewards) == 3 and statistics.stdev(rewards) > 0
+    assert row["reward_se"] == pytest.approx(statistics.stdev(rewards) / 3**0.5)
+    assert bar.n == 2 * 3
+
+
+def test_the_one_standard_error_rule_takes_the_fewest_tools_within_one_se_of_the_best_then_the_higher_reward():
+    """Four folds, price 0.1, right whenever the needed tool is among those called.  Per fold: A calls all
+    three tools on three folds and none on the last (mean 0.525, se 0.175: the bar is 0.35); B the needed
+    tool on two folds (0.45, 0.5 tools); C the same tools as B, one query a fold wrong on its second fold
+    (0.367, 0.5 tools); D below the bar.  One SE takes B (fewest tools, then the higher mean); the best
+    mean is A."""
+    samples = _samples(12)
+    features = torch.arange(12, dtype=torch.float32)[:, None]
+    table = AnswerTable(samples, TOOLS, ["empty", "singles", "all"])
+    for s in samples:
+        for bits in subset_matrix(len(TOOLS)).tolist():
+            z = tuple(t for t, on in zip(TOOLS, bits) if on)
+            table.add(s.id, z, "a" if s.meta["tools"][0] in z else "b")
+
+    class Calls:
+        def __init__(self, kind, held):
+            self.kind, self.held = kind, held
+
+        def select(self, feats):
+            rows = []
+            for i in feats[:, 0].long().tolist():
+                needed = TOOLS.index(samples[i].meta["tools"][0])
+                wrong = self.kind == "needed, one wrong" and i == min(self.held)
+                pick = {"all": [1.0] * 3, "none": [0.0] * 3}.get(self.kind, [float(k == needed) for k in range(3)])
+                rows.append([float(k == (needed + 1) % 3) for k in range(3)] if wrong else pick)
+            return torch.tensor(rows)
+
+    plans = {
+        0.0: iter(["all", "all", "all", "none"]),
+        0.01: iter(["needed", "needed", "none", "none"]),
+        0.02: iter(["needed", "needed, one wrong", "none", "none"]),
+        0.03: iter(["needed", "none", "none", "none"]),
+    }
+
+    def train(kept, candidate):
+        return Calls(next(plans[candidate["grpo.beta"]]), sorted(set(range(12)) - set(kept.tolist())))
+
+    config = CrossValConfig(folds=4, grid={"grpo.beta": list(plans)}, one_se=True)
+    found = cross_validate(config, samples, features, table, train, TOOLS, price=0.1)
+    rows = {r["candidate"]["grpo.beta"]: r for r in found["candidates"]}
+    assert rows[0.0]["reward"] == pytest.approx(0.525) and rows[0.0]["reward_se"] == pytest.approx(0.175)
+    assert rows[0.01]["reward"] == pytest.approx(0.45) and rows[0.02]["reward"] == pytest.approx(
+        0.9 / 4 + (2 / 3 - 0.1) / 4
+    )
+    assert rows[0.01]["avg_tools"] == rows[0.02]["avg_tools"] == 0.5 and rows[0.03]["reward"] < 0.35
+    assert found["best"] == {"grpo.beta": 0.0} and found["chosen"] == {"grpo.beta": 0.01}
+    assert found["rule"] == "one standard error, fewest tools"
+
+
+def test_cross_validation_of_a_single_training_query_is_refused_in_one_clear_line():
+    """A budget that completes one query leaves one fold: nothing to train on when it is held out."""
+    samples = _samples(1)
+    config = CrossValConfig(folds=2, grid={"grpo.beta": [0.0]})
+    with pytest.raises(ValueError, match="training quer") as refused:
+        cross_validate(config, samples, torch.zeros(1, 1), _table(samples), lambda k, c: None, TOOLS, 0.0)
+    from autagent.cli import _user_error
+
+    assert _user_error(refused.value)  # the CLI says it in one line (exit 2), no traceback
+
+
 def test_a_crossval_candidate_overrides_only_what_it_names_and_bad_configs_are_refused():
     from autagent.policies.router.config import RouterGRPOConfig
 

@@ -99,12 +99,21 @@ def held_out_figures(selector, features: torch.Tensor, samples, table, tool_ids,
     }
 
 
+class CrossValidationError(ValueError):
+    """Too few training queries to hold any out (a user's budget or data, said in one line by the CLI)."""
+
+
 def cross_validate(config: CrossValConfig, samples, features, table, train, tool_ids, price: float, bar=None) -> dict:
     """Each candidate of ``config.grid`` over ``config.folds`` folds; ``train(indices, candidate)``
     returns a trained selector (``.select(features)``) for the queries at ``indices``.  Returns every
     candidate's per-fold and mean figures and the chosen candidate."""
     order = np.random.default_rng(config.seed).permutation(len(samples))
     folds = [fold for fold in np.array_split(order, config.folds) if len(fold)]
+    if len(folds) < 2:  # a held-out fold would leave nothing to train on
+        raise CrossValidationError(
+            f"cross-validation needs at least 2 training queries the answer table holds whole, it holds "
+            f"{len(samples)}: raise table.budget or set table.crossval.folds: 0"
+        )
     rows = []
     for candidate in candidates(config.grid):
         per_fold = []
