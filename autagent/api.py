@@ -26,10 +26,13 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.audio import content_hash as clip_hash
 from tools.audio import without_paths
 from tools.pool import PoolConfig, ToolPool
 
+from .plugin.dial import Dial, set_dial
 from .plugin.manifest import VERIFY_KEY_ENV, check_tools, read_manifest
+from .plugin.stream_session import StreamSession
 from .plugin.trust import PluginError
 from .reasoners.messages import BadRequest, ChatQuery, read_query, with_records
 
@@ -193,8 +196,6 @@ class Plugin:
     def set_dial(self, max_tools: int | None = None, latency_budget_ms: float | None = None) -> Plugin:
         """Cut every selection to at most ``max_tools`` tools and/or to tools whose measured seconds fit
         ``latency_budget_ms`` (:mod:`autagent.plugin.dial`); both None: the trained threshold alone."""
-        from .plugin.dial import Dial, set_dial
-
         set_dial(self.plugin, Dial(max_tools, latency_budget_ms))
         return self
 
@@ -244,8 +245,6 @@ class Plugin:
         ``max_seconds`` of audio (default: what the tools hear, ``tools.max_seconds``); ``listeners``
         hear the clip as it arrives too (a reasoner's ear); ``store`` holds the committed clip (a
         service's bounded folder), ``executor`` runs the session's work (a service's bounded pool)."""
-        from .plugin.stream_session import StreamSession
-
         seconds = max_seconds or self.pool.config.max_seconds
         return StreamSession(self, sample_rate, seconds, listeners=listeners, store=store, executor=executor)
 
@@ -281,8 +280,6 @@ class Plugin:
     def remember(self, path: str, records) -> None:
         """Keep records computed outside the pool in its cache, under the clip's content and the record's
         own version (a streamed equivalent's ends in ``+stream``)."""
-        from tools.audio import content_hash as clip_hash
-
         key = clip_hash(path)
         for record in records:
             self.pool.cache.put(key, record["tool"], record["backend"], record["version"], record)

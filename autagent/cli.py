@@ -2,6 +2,10 @@
 
 Every error a user can cause (a bad config, dataset, clip, plugin or key) ends in one line
 ``autagent: error: ...`` naming the file, row or field, and exit code 2; never a traceback.
+
+The package's own modules are imported inside each subcommand, not here: most of them pull torch, Ray or
+transformers, and ``autagent --help``, a bad ``--set`` or ``autagent select`` on a clip that is not audio
+should answer in a fraction of a second, before any of those load (``tests/test_cli_quiet.py``).
 """
 
 from __future__ import annotations
@@ -756,7 +760,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     rep = sub.add_parser("report", help="result tables from recorded runs and sweeps (docs/results/)")
     rep = rep.add_subparsers(dest="report_command", required=True)
-    rec = rep.add_parser("record", help="write docs/results/NAME.json from a finished run or sweep folder")
+    rec = rep.add_parser("record", help="write docs/results/records/NAME.json from a finished run or sweep folder")
     rec.add_argument("folder", help="a run folder (metrics.json) or a sweep's (summary.json)")
     rec.add_argument("--as", dest="name", required=True, help="the record's name, as tables name it")
     rec.add_argument("--commit", help="the commit that made it (default: HEAD of the checkout holding it)")

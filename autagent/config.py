@@ -3,6 +3,11 @@
 Every section is a dataclass with a docstring per field.  Unknown or mistyped keys, unknown kinds,
 unknown methods and out-of-range values fail when the config loads, naming the file and the dotted
 field, before any work starts.  The run directory keeps the resolved config (``config.yaml``).
+
+Settings only one policy reads live in its section (``policy.router``, ``policy.lm``: why, in
+:mod:`autagent.policies.router.config`).  A user's config or ``--set`` naming a key that moved there is
+refused with the new key (:data:`autagent.policies.grpo.MOVED_KEYS`); a plugin's recorded training config,
+written before the move, is migrated on read (:func:`migrate_moved`).
 """
 
 from __future__ import annotations
@@ -18,12 +23,13 @@ import yaml
 
 from rewards import RewardConfig
 from tools.pool import PoolConfig
+from tools.registry import resolve
 
 from .data.config import DataConfig
 from .evaluation.harness import EvalConfig, check_methods
 from .policies import PolicyConfig
-from .policies.grpo import GRPOConfig
-from .policies.router.table import TableConfig
+from .policies.grpo import MOVED_KEYS, GRPOConfig, moved_key
+from .policies.router.config import RouterGRPOConfig
 from .reasoners import ReasonerConfig
 
 
@@ -85,8 +91,6 @@ class RunConfig:
     """GRPO hyper-parameters and the advantage estimator."""
     reward: RewardConfig = field(default_factory=RewardConfig)
     """Reward."""
-    table: TableConfig = field(default_factory=TableConfig)
-    """Router only: the answer table asked before training, its budget and cross-validation."""
     eval: EvalConfig = field(default_factory=EvalConfig)
     """Evaluation."""
     logging: LoggingConfig = field(default_factory=LoggingConfig)
@@ -102,7 +106,6 @@ class RunConfig:
         if not self.name or "/" in self.name or self.name in (".", ".."):
             raise ValueError(f"name must be a plain folder name, got {self.name!r}")
         check_methods(self.eval.methods, self.tools.tool_ids)
-        from tools.registry import resolve
 
         added = resolve(self.eval.add_tools, self.tools.extra) if self.eval.add_tools else ()
         clash = [t for t in added if t in self.tools.tool_ids]
@@ -112,20 +115,14 @@ class RunConfig:
             raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
         if self.grpo.steps == 0 and not self.policy.init_from:
             raise ValueError("grpo.steps: 0 trains nothing: it exports the plugin of policy.init_from unchanged")
-        if self.table.enabled and self.policy.kind != "router":
-            raise ValueError("table.enabled: the answer table trains the router (policy.kind: router)")
-        if self.reward.signal == "confidence" and not (self.table.enabled and self.grpo.objective == "expected"):
+        router = self.policy.router
+        if self.reward.signal == "confidence" and not (self.policy.kind == "router" and router.objective == "expected"):
             raise ValueError(
-                "reward.signal: confidence reads the answer table's choice scores: table.enabled and "
-                "grpo.objective: expected"
+                "reward.signal: confidence reads the answer table's choice scores: policy.kind: router with "
+                "policy.router.objective: expected"
             )
-        if self.grpo.objective == "expected" and not self.table.enabled:
-            raise ValueError("grpo.objective: expected reads each subset's reward from the answer table: table.enabled")
-        if self.grpo.credit != "subset" and (self.policy.kind != "router" or self.policy.router.abstain):
-            raise ValueError(
-                f"grpo.credit: {self.grpo.credit} credits each tool apart, which needs a router that draws its "
-                f"tools independently (policy.kind: router without abstain)"
-            )
+        if self.policy.kind == "router":
+            RouterGRPOConfig.join(self.grpo, router)  # the router trainer's settings, checked together
 
     @property
     def run_dir(self) -> Path:
@@ -206,11 +203,61 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
     return config_from_mapping(data, overrides, source)
 
 
+def _lookup(data: dict, dotted: str):
+    """``data``'s value at ``dotted`` (``KeyError`` when a part is missing or not a mapping)."""
+    node = data
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            raise KeyError(dotted)
+        node = node[part]
+    return node
+
+
+def check_moved(data: dict, overrides: dict | None, source: str) -> None:
+    """One line naming the new key for any key of ``overrides`` or ``data`` that moved to a policy's section."""
+    for dotted in overrides or {}:
+        new = moved_key(dotted)
+        if new is not None:
+            raise ConfigError(f"{source}: --set {dotted}: moved to {new} (the policy that reads it); set that")
+    for old, new in MOVED_KEYS.items():
+        try:
+            _lookup(data, old)
+        except KeyError:
+            continue
+        raise ConfigError(f"{source}: {old} moved to {new} (the policy that reads it); rename it there")
+
+
+def migrate_moved(data: dict) -> dict:
+    """A copy of a recorded config (a plugin's ``training_config``) with each moved key at its new place, and
+    the cross-validation grid's keys renamed the same way."""
+    data = copy.deepcopy(data)
+    for old, new in MOVED_KEYS.items():
+        *parents, leaf = old.split(".")
+        try:
+            node = _lookup(data, ".".join(parents)) if parents else data
+            value = node.pop(leaf)
+        except (KeyError, AttributeError):
+            continue
+        *new_parents, new_leaf = new.split(".")
+        target = data
+        for part in new_parents:
+            target = target.setdefault(part, {})
+        target[new_leaf] = value
+    try:
+        crossval = _lookup(data, "policy.router.table.crossval")
+    except KeyError:
+        return data
+    if isinstance(crossval, dict) and isinstance(crossval.get("grid"), dict):
+        crossval["grid"] = {moved_key(k) or k: v for k, v in crossval["grid"].items()}
+    return data
+
+
 def config_from_mapping(data, overrides: dict | None = None, source: str = "config") -> RunConfig:
-    """A :class:`RunConfig` from a mapping (a YAML file's, a plugin's recorded training config) with
-    dotted ``overrides`` applied to a copy of it."""
+    """A :class:`RunConfig` from a mapping (a YAML file's, a plugin's recorded training config after
+    :func:`migrate_moved`) with dotted ``overrides`` applied to a copy of it."""
     if not isinstance(data, dict):
         raise ConfigError(f"{source}: the top level must be a mapping, got {type(data).__name__}")
+    check_moved({}, overrides, source)
     data = copy.deepcopy(data)
     for dotted, value in (overrides or {}).items():
         node = data
@@ -220,6 +267,7 @@ def config_from_mapping(data, overrides: dict | None = None, source: str = "conf
             if not isinstance(node, dict):
                 raise ConfigError(f"{source}: --set {dotted}: {part} is not a section")
         node[leaf] = value
+    check_moved(data, None, source)
     return from_dict(RunConfig, data, source=source)
 
 

@@ -18,6 +18,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.pool import ToolPool
+
+from .api import run_tools
+from .data.loaders import DatasetError, read_rows
+from .data.sample import Sample
+from .plugin.dial import Dial, set_dial
+
 AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".aac", ".aif", ".aiff", ".wma", ".webm")
 """What ``select --batch DIR`` takes for a clip; other files in the folder are left alone."""
 DEFAULT_MAX_SECONDS = 30.0
@@ -41,6 +48,7 @@ class Query:
 def check_clip(path: str, max_seconds: float | None = DEFAULT_MAX_SECONDS, where: str = "") -> str:
     """``path`` resolved, once it reads and decodes as audio (missing, empty, not audio, silent: an
     :class:`tools.audio.AudioError` naming the file, and ``where`` it came from)."""
+    # looked up when called, not at import: a test patches it on its module
     from tools.audio import AudioError, load_audio
 
     if not str(path).strip():
@@ -69,8 +77,6 @@ def read_batch(source: str, question: str | None, choices=()) -> list[Query]:
     objects (audio relative to the file; an MMAU or MMAR file's ``audio_id``/``audio_path`` do too;
     ``--question``/``--choices`` fill what a row leaves out), or a folder of clips asked the one
     ``--question``.  Every clip is checked before any is selected for."""
-    from .data.loaders import DatasetError, read_rows
-
     path = Path(source)
     if path.is_dir():
         if not question:
@@ -120,10 +126,12 @@ def waiting(what: str):
 def load_plugin(directory, **kwargs):
     """:func:`autagent.api.load`, saying what it waits for (the encoders: a few seconds on a CPU); a folder
     that is no plugin, or not the pinned one, is refused before that."""
+    # looked up when called, not at import: a test patches it on its module
     from .plugin.manifest import read_manifest
 
     read_manifest(directory, kwargs.get("expected_sha256"))
     with waiting(f"loading the plugin {directory} (its text and audio encoders)"):
+        # looked up when called, not at import: a test patches it on its module
         from .api import load
 
         return load(directory, **kwargs)
@@ -195,8 +203,6 @@ def _probability(value) -> str:
 
 def batch_lines(plugin, queries: list[Query], explain: bool) -> list[dict]:
     """``select --batch``: one record per query, every selection in one pass of the plugin."""
-    from .data.sample import Sample
-
     samples = [
         Sample(id=str(i), audio=q.audio, question=q.question, choices=q.choices, answer="")
         for i, q in enumerate(queries)
@@ -221,7 +227,6 @@ def run_select(args) -> int:
         if not args.audio or not args.question:
             raise UsageError("select needs --audio and --question (or --batch FILE|DIR)")
         queries = [Query(check_clip(args.audio), args.question, choices)]
-    from .plugin.dial import Dial, set_dial
 
     dial = Dial(getattr(args, "max_tools", None), getattr(args, "latency_budget_ms", None))  # refused before loading
     plugin = set_dial(load_plugin(args.plugin, tools_profile=args.profile, expected_sha256=args.plugin_sha256), dial)
@@ -244,10 +249,7 @@ def run_select(args) -> int:
 def run_answer(args, config, audio: str, choices: tuple[str, ...]) -> int:
     """``autagent answer`` once the clip and the choices are checked (:func:`check_clip`,
     :func:`check_choices`): load the plugin, select, run the tools, ask the reasoner; one JSON line."""
-    from tools.pool import ToolPool
-
-    from .api import run_tools
-    from .data.sample import Sample
+    # looked up when called, not at import: a test patches it on its module
     from .plugin.manifest import read_manifest
     from .reasoners import build_reasoner
 

@@ -14,7 +14,7 @@ Needs ``make setup-vllm``.  In one run, on the same items, on whatever else the 
   per second, latency and the per-request overhead (through the service minus the same forwarded request
   sent straight to the upstream).
 
-Usage: .venv/bin/python bench/vllm.py [--out docs/results/vllm.json] [--items 24] [--budget 300]
+Usage: .venv/bin/python bench/vllm.py [--out docs/results/records/vllm.json] [--items 24] [--budget 300]
        [--dtype bfloat16|float32] [--parts cascade,adapt,serve]
 """
 
@@ -139,7 +139,7 @@ def adapt_part(args, url: str, data: Path, work: Path, log: Path) -> dict:
         before = count(log, "/v1/completions")
         command = [sys.executable, "-m", "autagent.cli", "adapt", "--plugin", str(plugin), "--reasoner", kind]
         command += ["--out", str(folder / "plugin"), "--budget", str(args.budget), "--config", str(path)]
-        command += ["--set", "table.crossval.folds=0"]
+        command += ["--set", "policy.router.table.crossval.folds=0"]
         started = time.perf_counter()
         done = subprocess.run(command, cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True)
         seconds = time.perf_counter() - started
@@ -214,7 +214,7 @@ def serve_part(args, work: Path, samples, audio_url: str, vllm_pid: int) -> dict
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default="docs/results/vllm.json", help="the figures as JSON")
+    parser.add_argument("--out", default="docs/results/records/vllm.json", help="the figures as JSON")
     parser.add_argument("--items", type=int, default=24, help="test items the cascade answers")
     parser.add_argument("--budget", type=int, default=300, help="autagent adapt's budget of answers")
     parser.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float32"])

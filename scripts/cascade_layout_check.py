@@ -33,7 +33,7 @@ def main() -> None:
     args = parser.parse_args()
     config = load_config(args.config, {"tools.executor": "local", "logging.progress": False})
     train = load_splits(config).train
-    order = query_order((s.id for s in train), config.table.order_seed)
+    order = query_order((s.id for s in train), config.policy.router.table.order_seed)
     by_id = {s.id: s for s in train}
     items = [by_id[i] for i in order if by_id[i].meta.get("tools")][: args.items]
     records = tool_records(config, items)

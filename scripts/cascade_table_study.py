@@ -32,13 +32,14 @@ def main() -> None:
     config = load_config(args.config, {"tools.executor": "local", "logging.progress": False})
     train = load_splits(config).train
     tools = tuple(config.tools.tool_ids)
-    order = query_order((s.id for s in train), config.table.order_seed)[: args.items]
+    order = query_order((s.id for s in train), config.policy.router.table.order_seed)[: args.items]
     by_id = {s.id: s for s in train}
     samples = [by_id[i] for i in order]
     records = tool_records(config, samples)
     reasoner = build_reasoner(config.reasoner, config.answer_cache_dir)
     design = ["empty", "singles", "all", "leave_one_out"]
-    table = AnswerTable(samples, tools, design).fill(reasoner, records, Budget(None), config.table.order_seed)
+    order_seed = config.policy.router.table.order_seed
+    table = AnswerTable(samples, tools, design).fill(reasoner, records, Budget(None), order_seed)
     items = table.items
     print(f"{len(items)} training queries, {reasoner.calls} new answers (the rest from the answer cache)")
 

@@ -23,7 +23,8 @@ def measure(seed: int, steps: int = 40) -> dict:
     import torch
     from helpers.fixtures import tiny_bench
 
-    from autagent.policies.grpo import GRPOConfig
+    from autagent.policies.router.answers import AnswerSource
+    from autagent.policies.router.config import RouterGRPOConfig
     from autagent.policies.router.features import Featurizer
     from autagent.policies.router.model import Router, RouterConfig
     from autagent.policies.router.train import RouterTrainer
@@ -37,10 +38,9 @@ def measure(seed: int, steps: int = 40) -> dict:
     reasoner = CachedReasoner(EmbeddedReasoner(EmbeddedReasonerConfig()), None)
     torch.manual_seed(0)
     policy = Router(featurizer.dim, RouterConfig(), len(bench["tools"]))
-    grpo = GRPOConfig(steps=steps, batch_size=8, group_size=6, learning_rate=0.01, beta=0.02, advantage="reward")
-    trainer = RouterTrainer(
-        policy, features, samples, bench["records"], reasoner, grpo, bench["tools"], "differential", 0.0, seed=0
-    )
+    grpo = RouterGRPOConfig(steps=steps, batch_size=8, group_size=6, learning_rate=0.01, beta=0.02, advantage="reward")
+    answers = AnswerSource(reasoner, bench["records"], bench["tools"])
+    trainer = RouterTrainer(policy, features, samples, answers, grpo, "differential", 0.0, seed=0)
     tools = bench["tools"]
     needed = np.zeros((len(samples), len(tools)), dtype=bool)
     for i, s in enumerate(samples):

@@ -11,8 +11,8 @@ import yaml
 
 from autagent.cli import main
 from autagent.data.sample import Sample
-from autagent.policies.grpo import GRPOConfig
 from autagent.policies.router.answers import AnswerSource
+from autagent.policies.router.config import RouterGRPOConfig
 from autagent.policies.router.crossval import CrossValConfig, cross_validate
 from autagent.policies.router.exact import expected_loss, subset_matrix
 from autagent.policies.router.model import Router, RouterConfig
@@ -139,7 +139,9 @@ def test_the_price_changes_what_is_learned(tmp_path):
     for price in (0.0, 1.2):
         torch.manual_seed(0)
         policy = Router(8, RouterConfig(hidden=16), len(TOOLS))
-        grpo = GRPOConfig(steps=80, batch_size=6, learning_rate=0.05, beta=0.0, objective="expected", inner_epochs=1)
+        grpo = RouterGRPOConfig(
+            steps=80, batch_size=6, learning_rate=0.05, beta=0.0, objective="expected", inner_epochs=1
+        )
         answers = AnswerSource(None, {}, TOOLS, table=table)
         trainer = RouterTrainer(policy, features, samples, answers, grpo, "differential", price)
         history = trainer.train()
@@ -201,8 +203,8 @@ def trained(tiny_bench, tmp_path_factory):
         "answer_cache_dir": str(root / "answers"),
         "data": {"train": str(tiny_bench["paths"]["train"]), "test": str(tiny_bench["paths"]["test"])},
         "tools": {"executor": "local", "cache_dir": str(tiny_bench["cache"]), "enabled": list(tiny_bench["tools"])},
-        "grpo": {"steps": 3, "batch_size": 8, "learning_rate": 0.01},
-        "policy": {"router": {"ensemble": 2, "scorer": "factored"}},
+        "grpo": {"steps": 3, "batch_size": 8},
+        "policy": {"router": {"ensemble": 2, "scorer": "factored", "learning_rate": 0.01}},
         "eval": {"methods": ["no_tool"]},
         "logging": {"wandb": False, "progress": False},
     }
@@ -226,7 +228,8 @@ def test_a_warm_started_router_selects_as_its_source_and_keeps_it_as_reference(t
         load_warm_start(plugin_dir, tiny_bench["tools"][:3])
     out = tmp_path / "adapted"
     command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "embedded", "--out", str(out)]
-    settings = ["--set", "grpo.steps=1", "--set", "grpo.learning_rate=1.0e-12", "--set", "table.crossval.folds=0"]
+    settings = ["--set", "grpo.steps=1", "--set", "policy.router.learning_rate=1.0e-12"]
+    settings += ["--set", "policy.router.table.crossval.folds=0"]
     settings += ["--set", f"output_dir={tmp_path / 'runs'}", "--set", f"answer_cache_dir={tmp_path / 'answers'}"]
     assert main([*command, "--budget", "60", *settings]) == 0
     adapted = load(out)
@@ -239,8 +242,9 @@ def test_autagent_adapt_spends_at_most_its_budget_cross_validates_and_says_so(tr
     _, _, plugin_dir = trained
     out = tmp_path / "adapted"
     where = ["--set", f"output_dir={tmp_path / 'runs'}", "--set", f"answer_cache_dir={tmp_path / 'answers'}"]
-    fast = ["--set", "grpo.steps=20", "--set", "table.crossval.folds=2"]
-    fast += ["--set", "table.crossval.grid={reward.tool_cost: [0.0, 0.05], grpo.learning_rate: [0.003]}"]
+    fast = ["--set", "grpo.steps=20", "--set", "policy.router.table.crossval.folds=2"]
+    grid = "{reward.tool_cost: [0.0, 0.05], policy.router.learning_rate: [0.003]}"
+    fast += ["--set", f"policy.router.table.crossval.grid={grid}"]
     command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "embedded", "--out", str(out), "--budget", "100"]
     assert main([*command, "--tool-cost", "0.01", *where, *fast]) == 0
     printed, warned = capsys.readouterr()
@@ -279,11 +283,12 @@ def test_configs_that_cannot_train_fail_at_load():
 
     for overrides, message in (
         ({"grpo.steps": 0}, "exports the plugin of policy.init_from"),
-        ({"grpo.objective": "expected"}, "table.enabled"),
-        ({"table.budget": 0}, "table.budget must be a positive integer"),
-        ({"table.design": ["singles"]}, "must hold 'empty'"),
-        ({"table.crossval.folds": 1}, "folds must be 0"),
-        ({"table.crossval.grid": {"policy.router.hidden": [8]}}, "cannot be cross-validated"),
+        ({"policy.router.objective": "expected"}, "policy.router.table.enabled"),
+        ({"policy.router.table.budget": 0}, "policy.router.table.budget must be a positive integer"),
+        ({"policy.router.table.design": ["singles"]}, "must hold 'empty'"),
+        ({"policy.router.table.crossval.folds": 1}, "folds must be 0"),
+        ({"policy.router.table.crossval.grid": {"policy.router.hidden": [8]}}, "cannot be cross-validated"),
+        ({"reward.signal": "confidence"}, "policy.router.objective: expected"),
         ({"policy.kind": "lm", "policy.init_from": "x"}, "policy.kind must be router"),
     ):
         with pytest.raises(ConfigError, match=message):
@@ -304,23 +309,52 @@ def test_the_price_check_says_what_the_price_means_against_a_reasoner():
     assert price_check(block, 0.01)["all_tools"] == 0.103 and price_check({}, 0.01) == {}
 
 
-def test_an_adaptation_takes_its_table_settings_from_adapt_not_from_the_source_run(monkeypatch):
+OLD_RECORD = {  # a plugin's training config as recorded before issue 52 moved the one-policy keys
+    "name": "source",
+    "seed": 3,
+    "grpo": {"steps": 7, "credit": "tool", "learning_rate": 0.01, "entropy_coef": 0.02, "loss_type": "dapo"},
+    "table": {"crossval": {"one_se": True, "folds": 2, "grid": {"grpo.learning_rate": [1.0]}}, "budget": 5},
+}
+NEW_RECORD = {
+    "name": "source",
+    "seed": 3,
+    "grpo": {"steps": 7},
+    "policy": {
+        "router": {
+            "credit": "tool",
+            "learning_rate": 0.01,
+            "entropy_coef": 0.02,
+            "table": {"crossval": {"one_se": True, "folds": 2, "grid": {"policy.router.learning_rate": [1.0]}}},
+        },
+        "lm": {"loss_type": "dapo"},
+    },
+}
+
+
+@pytest.mark.parametrize("recorded", [OLD_RECORD, NEW_RECORD], ids=["before issue 52", "after"])
+def test_an_adaptation_takes_its_table_settings_from_adapt_not_from_the_source_run(monkeypatch, recorded):
     """The source plugin's recorded config may carry table settings of its own run (the one-standard-error
-    rule, another grid): the adaptation's are ADAPT_DEFAULTS' and the user's, the rest is the plugin's."""
+    rule, another grid): the adaptation's are ADAPT_DEFAULTS' and the user's, the rest is the plugin's.
+    A plugin recorded before the one-policy keys moved (``grpo.credit``, the top-level ``table``) adapts
+    the same: its config is migrated on read, where a user's config with those keys is refused."""
+    from autagent.config import ConfigError, config_from_mapping, migrate_moved
     from autagent.recipes import adapt
 
-    recorded = {
-        "name": "source",
-        "seed": 3,
-        "grpo": {"steps": 7},
-        "table": {"crossval": {"one_se": True, "folds": 2, "grid": {"grpo.steps": [1]}}, "budget": 5},
-    }
     monkeypatch.setattr(adapt, "read_manifest", lambda _: {"policy": "router", "training_config": recorded})
     config = adapt.adapt_config("plugin", "cascade", "out", budget=100, tool_cost=0.01)
-    assert config.table.crossval.one_se is False and config.table.crossval.folds == 4 and config.table.budget == 100
-    assert config.table.crossval.grid == adapt.ADAPT_DEFAULTS["table.crossval.grid"]
+    table = config.policy.router.table
+    assert table.crossval.one_se is False and table.crossval.folds == 4 and table.budget == 100
+    assert table.crossval.grid == adapt.ADAPT_DEFAULTS["policy.router.table.crossval.grid"]
     assert config.seed == 3 and config.reasoner.kind == "cascade" and config.reward.tool_cost == 0.01
     assert config.grpo.steps == adapt.ADAPT_DEFAULTS["grpo.steps"] and config.name == "adapt-out"
+    router = config.policy.router
+    assert (router.credit, router.learning_rate, router.entropy_coef) == ("tool", 0.01, 0.02)
+    assert config.policy.lm.loss_type == "dapo"
+    if recorded is OLD_RECORD:
+        with pytest.raises(ConfigError, match="grpo.credit moved to policy.router.credit"):
+            config_from_mapping(recorded)
+        migrated = migrate_moved(recorded)["policy"]["router"]["table"]["crossval"]["grid"]
+        assert migrated == {"policy.router.learning_rate": [1.0]}  # the grid's keys follow
 
 
 def test_a_budget_that_counts_the_answers_used_buys_the_same_table_whatever_the_cache_holds(tmp_path):

@@ -22,6 +22,10 @@ def clips(tmp_path):
     (tmp_path / "text.wav").write_text("not audio at all\n")
     rows = [{"audio": "good.wav", "question": "How fast?", "choices": ["90 BPM", "120 BPM"]}, {"audio": "text.wav"}]
     (tmp_path / "batch.jsonl").write_text("\n".join(json.dumps(r) for r in rows))
+    (tmp_path / "old.yaml").write_text("name: old\ntable: {enabled: true}\n")  # keys from before issue 52
+    (tmp_path / "old_grpo.yaml").write_text("grpo: {steps: 3, loss_type: dapo}\n")
+    sweep = "base: experiments/embedded_main.yaml\nseeds: [0]\nvariants: {small: {table.budget: 10}}\n"
+    (tmp_path / "old_sweep.yaml").write_text(sweep)
     return {
         "good": str(good),
         "missing": str(tmp_path / "missing.wav"),
@@ -30,6 +34,9 @@ def clips(tmp_path):
         "plugin": str(tmp_path / "no-plugin"),
         "batch": str(tmp_path / "batch.jsonl"),
         "dir": str(tmp_path),
+        "old": str(tmp_path / "old.yaml"),
+        "old_grpo": str(tmp_path / "old_grpo.yaml"),
+        "old_sweep": str(tmp_path / "old_sweep.yaml"),
     }
 
 
@@ -85,6 +92,18 @@ CASES = {
     "eval, a missing dataset": (["eval", "--dataset", "{missing}.json"], "file not found"),
     "eval, a wrong key": (["eval", "--set", "tools.enabeld=[asr]"], "unknown field tools.enabeld"),
     "train, a wrong kind": (["train", "--set", "policy.kind=lmm"], "got 'lmm'"),
+    # settings one policy reads moved to its section (issue 52): the old key names the new one
+    "train, an old table key in --set": (
+        ["train", "--set", "table.crossval.folds=2"],
+        "--set table.crossval.folds: moved to policy.router.table.crossval.folds",
+    ),
+    "train, an old grpo key in --set": (["train", "--set", "grpo.credit=tool"], "moved to policy.router.credit"),
+    "train, the old table section": (["train", "--config", "{old}"], "table moved to policy.router.table"),
+    "eval, an old grpo key": (["eval", "--config", "{old_grpo}"], "grpo.loss_type moved to policy.lm.loss_type"),
+    "sweep, an old key in a variant": (
+        ["sweep", "{old_sweep}"],
+        "variant small: table.budget moved to policy.router.table.budget",
+    ),
     "data validate, a missing file": (["data", "validate", "{missing}.json"], "file not found"),
     "adapt, no plugin": (["adapt", "--plugin", "{plugin}", "--reasoner", "cascade", "--out", "x"], "not a plugin"),
     "check-selection, no plugin": (["check-selection", "--plugin", "{plugin}"], "not a plugin"),
@@ -123,3 +142,16 @@ def test_help_names_every_subcommand_and_has_no_rst_markup(capsys):
         assert "``" not in commands[name].format_help()
     choices = [next(a for a in commands[n]._actions if a.dest == "choices") for n in ("select", "answer")]
     assert choices[0].nargs == choices[1].nargs == "+"
+
+
+def test_the_command_line_starts_without_a_third_party_import():
+    """cli.py imports the package's modules inside each subcommand (its docstring says why): importing it
+    loads the standard library and ``autagent`` alone, so ``--help`` and a bad flag answer at once."""
+    import subprocess
+    import sys
+
+    code = "import sys, autagent.cli; print(' '.join(sorted({m.split('.')[0] for m in sys.modules})))"
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = set(run.stdout.split())
+    third = {m for m in loaded - set(sys.stdlib_module_names) if not m.startswith("_")} - {"autagent", "sitecustomize"}
+    assert not third, third

@@ -26,10 +26,11 @@ def tiny_config(tiny_bench, tmp_path):
             "dev_fraction": 0.2,
         },
         "tools": {"executor": "local", "cache_dir": str(tiny_bench["cache"]), "enabled": list(tiny_bench["tools"])},
-        "grpo": {"steps": 4, "batch_size": 8, "learning_rate": 0.01},
+        "grpo": {"steps": 4, "batch_size": 8},
         "policy": {"router": {"input_dropout": {"choices": 0.5}, "unfamiliar_fallback": {"choices": 0.01}}},
         "logging": {"wandb": False, "progress": False},
     }
+    config["policy"]["router"]["learning_rate"] = 0.01
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(config))
     return path, tmp_path / "runs" / "tiny"
@@ -378,7 +379,7 @@ def test_every_experiment_config_loads():
         lm.learning_rate,
         paper.grpo.group_size,
         paper.grpo.temperature,
-        paper.grpo.loss_type,
+        lm.loss_type,
         lm.per_device_train_batch_size,
     ) == (200, 1e-6, 6, 1.0, "grpo", 8)
     assert paper.tools.tool_ids == ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")

@@ -13,6 +13,8 @@ from autagent.policies.grpo import (
     grpo_loss,
     kl_to_reference,
 )
+from autagent.policies.lm.config import LMPolicyConfig
+from autagent.policies.router.config import RouterGRPOConfig
 from rewards import binary_reward, differential_reward
 
 CHOICES = ["yes", "no"]
@@ -99,7 +101,6 @@ def test_loss_gradient_raises_probability_of_positive_advantage():
     [
         ("group_size", 1, "group_size"),
         ("advantage", "mean", "grpo.advantage"),
-        ("loss_type", "ppo", "grpo.loss_type"),
         ("inner_epochs", 0, "inner_epochs"),
         ("temperature", 0.0, "temperature"),
     ],
@@ -112,13 +113,8 @@ def test_config_is_validated(field, value, message):
 def test_the_defaults_are_the_papers_and_every_bound_is_checked():
     defaults = GRPOConfig()
     assert (defaults.group_size, defaults.temperature, defaults.clip_epsilon, defaults.beta) == (6, 1.0, 0.2, 0.04)
-    assert (defaults.advantage, defaults.loss_type, defaults.inner_epochs, defaults.max_grad_norm) == (
-        "reward",
-        "grpo",
-        2,
-        1.0,
-    )
-    assert (defaults.learning_rate, defaults.batch_size, defaults.steps, defaults.weight_decay) == (3e-3, 16, 150, 0.0)
+    assert (defaults.advantage, defaults.inner_epochs, defaults.max_grad_norm) == ("reward", 2, 1.0)
+    assert (defaults.batch_size, defaults.steps, defaults.weight_decay) == (16, 150, 0.0)
     assert defaults.advantage_epsilon == 1e-4
     GRPOConfig(group_size=2, steps=0, batch_size=1, inner_epochs=1, beta=0.0)  # the smallest allowed
     for bad in (
@@ -126,16 +122,22 @@ def test_the_defaults_are_the_papers_and_every_bound_is_checked():
         {"temperature": 0.0},
         {"batch_size": 0},
         {"steps": -1},
-        {"objective": "exact"},
         {"inner_epochs": 0},
-        {"learning_rate": 0.0},
         {"clip_epsilon": 0.0},
         {"beta": -0.01},
         {"advantage": "mean"},
-        {"loss_type": "ppo"},
     ):
         with pytest.raises(ValueError, match="grpo."):
             GRPOConfig(**bad)
+    trainer = RouterGRPOConfig()  # the router trainer's own fields, on top of the shared ones
+    defaults = (trainer.learning_rate, trainer.credit, trainer.objective, trainer.entropy_coef)
+    assert defaults == (3e-3, "subset", "sampled", 0)
+    for bad in ({"objective": "exact"}, {"learning_rate": 0.0}, {"credit": "each"}, {"entropy_coef": -1.0}):
+        with pytest.raises(ValueError, match="policy.router."):
+            RouterGRPOConfig(**bad)
+    assert LMPolicyConfig().loss_type == "grpo"
+    with pytest.raises(ValueError, match="policy.lm.loss_type"):
+        LMPolicyConfig(loss_type="ppo")
 
 
 def test_advantages_exactly():

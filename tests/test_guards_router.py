@@ -188,11 +188,15 @@ def test_cross_validation_of_a_single_training_query_is_refused_in_one_clear_lin
 
 
 def test_a_crossval_candidate_overrides_only_what_it_names_and_bad_configs_are_refused():
-    from autagent.policies.grpo import GRPOConfig
+    from autagent.policies.router.config import RouterGRPOConfig
 
-    grpo, price = apply(GRPOConfig(beta=0.04, steps=10), 0.05, {"grpo.beta": 0.0})
-    assert (grpo.beta, grpo.steps, price) == (0.0, 10, 0.05)
-    assert apply(GRPOConfig(), 0.05, {"reward.tool_cost": 0.0})[1] == 0.0
+    grpo, price = apply(RouterGRPOConfig(beta=0.04, steps=10), 0.05, {"grpo.beta": 0.0})
+    assert (grpo.beta, grpo.steps, grpo.credit, price) == (0.0, 10, "subset", 0.05)
+    grpo, _ = apply(RouterGRPOConfig(), 0.05, {"policy.router.credit": "tool", "policy.router.learning_rate": 0.1})
+    assert (grpo.credit, grpo.learning_rate, grpo.beta) == ("tool", 0.1, 0.04)
+    assert apply(RouterGRPOConfig(), 0.05, {"reward.tool_cost": 0.0})[1] == 0.0
+    with pytest.raises(ValueError, match="grpo.learning_rate moved to policy.router.learning_rate"):
+        CrossValConfig(folds=2, grid={"grpo.learning_rate": [0.1]})
     for bad in ({"folds": 1}, {"folds": -2}, {"folds": 2, "grid": {"policy.hidden": [1]}}, {"grid": {"grpo.beta": []}}):
         with pytest.raises(ValueError):
             CrossValConfig(**bad)

@@ -81,7 +81,7 @@ def test_record_keeps_what_tables_need_of_a_tiny_run_folder(tmp_path, monkeypatc
     run = _run_folder(tmp_path / "runs" / "tiny")
     monkeypatch.chdir(tmp_path)
     assert main(["report", "record", str(run), "--as", "tiny", "--commit", "abc1234", "--about", "a tiny run"]) == 0
-    made = json.loads((tmp_path / "docs" / "results" / "tiny.json").read_text())
+    made = json.loads((tmp_path / "docs" / "results" / "records" / "tiny.json").read_text())
     assert made["kind"] == "run" and made["commit"] == "abc1234" and made["about"] == "a tiny run"
     assert made["transcription"] is False and made["n"] == 10 and made["tools"] == ["asr", "tempo"]
     assert made["methods"]["policy"] == {
@@ -108,7 +108,8 @@ def test_a_table_is_rewritten_from_the_recorded_json(tmp_path, monkeypatch):
     assert rows[4] == "| AuTAgent, seed 0 | 80.0 | 40.0 | **60.0** | 0.90 |"
     # mean ± the sample std over seeds, the sweeps' own (0.65 ± 0.05), and each seed
     assert rows[5] == "| AuTAgent, seeds 0-2 |  |  | **65.0 ± 5.0 (60.0, 70.0, 65.0)** | 1.00 ± 0.10 |"
-    assert "docs/results/tiny.json" in rows[7] and "docs/results/seeds.json" in rows[7] and "abc1234" in rows[7]
+    assert "docs/results/records/tiny.json" in rows[7] and "docs/results/records/seeds.json" in rows[7]
+    assert "abc1234" in rows[7]
     assert write_tables(root, check=True) == []
 
 
@@ -168,7 +169,7 @@ def test_a_sweeps_extra_test_set_is_recorded_apart(tmp_path, monkeypatch, capsys
     _checkout(tmp_path, monkeypatch)
     sweep = tmp_path / "runs" / "sweeps" / "seeds"
     assert main(["report", "record", str(sweep), "--as", "seeds_draw7", "--test", "draw7"]) == 0
-    made = json.loads((tmp_path / "docs" / "results" / "seeds_draw7.json").read_text())
+    made = json.loads((tmp_path / "docs" / "results" / "records" / "seeds_draw7.json").read_text())
     assert made["variants"]["router"]["accuracy"] == {"values": [0.5, 0.55, 0.6]}
     assert made["baselines"]["no_tool"]["accuracy"] == 0.25
     assert main(["report", "record", str(sweep), "--as", "nothing", "--test", "draw8"]) == 2
@@ -230,9 +231,9 @@ def test_a_sweep_records_what_prose_quotes_per_domain_and_from_cross_validation(
     summary["variants"]["router"] |= figures
     (sweep / "summary.json").write_text(json.dumps(summary))
     assert main(["report", "record", str(sweep), "--as", "quoted"]) == 0
-    made = json.loads((tmp_path / "docs" / "results" / "quoted.json").read_text())["variants"]["router"]
+    made = json.loads((tmp_path / "docs" / "results" / "records" / "quoted.json").read_text())["variants"]["router"]
     assert made["by_domain"] == {"music": {"values": [0.4, 0.6]}, "sound": {"values": [0.5, 0.5]}}
     assert made["crossval_held_out_reward"] == {"values": [0.235, 0.278]}
     assert main(["report", "record", str(sweep), "--as", "quoted7", "--test", "draw7"]) == 0
-    made = json.loads((tmp_path / "docs" / "results" / "quoted7.json").read_text())["variants"]["router"]
+    made = json.loads((tmp_path / "docs" / "results" / "records" / "quoted7.json").read_text())["variants"]["router"]
     assert made["by_domain"] == {"music": {"values": [0.5, 0.7]}}

@@ -8,8 +8,8 @@ import json
 import pytest
 import torch
 
-from autagent.policies.grpo import GRPOConfig
 from autagent.policies.router.answers import AnswerSource
+from autagent.policies.router.config import RouterGRPOConfig
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
 from autagent.policies.router.train import RouterTrainer, TrainingRun
@@ -33,7 +33,7 @@ def _trainer(
     featurizer, samples, features, records, reasoner, tools = setup
     torch.manual_seed(seed)
     policy = Router(featurizer.dim, router or RouterConfig(), len(tools))
-    grpo = GRPOConfig(
+    grpo = RouterGRPOConfig(
         steps=steps, batch_size=8, group_size=6, learning_rate=0.01, beta=0.02, advantage=advantage, **grpo
     )
     answers = AnswerSource(reasoner, records, tools)
@@ -111,11 +111,11 @@ def test_an_entropy_bonus_keeps_sampling_the_tools_a_price_would_silence(setup):
     assert after["priced"] < start - 0.1 and after["kept"] > after["priced"] + 0.1, (start, after)
     assert "entropy" in logs["kept"][-1] and "entropy" not in logs["priced"][-1]
     with pytest.raises(ValueError, match="entropy_coef"):
-        GRPOConfig(entropy_coef=-0.1)
+        RouterGRPOConfig(entropy_coef=-0.1)
 
 
 def test_tool_credit_gives_each_decision_what_flipping_it_changes(setup, monkeypatch):
-    """``grpo.credit: tool``: the advantage of tool t in draw z is r(z) − r(z with t flipped), from
+    """``policy.router.credit: tool``: the advantage of tool t in draw z is r(z) − r(z with t flipped), from
     answers the reasoner really gave for the flipped subsets, on per-tool log-probabilities."""
     import autagent.policies.router.train as train_module
     from rewards import get_reward
@@ -174,12 +174,14 @@ def test_tool_credit_is_refused_where_tools_are_not_drawn_apart():
     from autagent.config import ConfigError, load_config
 
     with pytest.raises(ValueError, match="advantage: reward"):
-        GRPOConfig(credit="tool", advantage="group")
-    with pytest.raises(ValueError, match="grpo.credit"):
-        GRPOConfig(credit="each")
-    for overrides in ({"policy.router.abstain": True}, {"policy.kind": "lm"}):
-        with pytest.raises(ConfigError, match="credit"):
-            load_config("experiments/embedded_main.yaml", {"grpo.credit": "tool", **overrides})
+        RouterGRPOConfig(credit="tool", advantage="group")
+    with pytest.raises(ValueError, match="policy.router.credit"):
+        RouterGRPOConfig(credit="each")
+    for overrides in ({"policy.router.abstain": True}, {"grpo.advantage": "group"}):
+        with pytest.raises(ConfigError, match="policy.router.credit: tool"):
+            load_config("experiments/embedded_main.yaml", {"policy.router.credit": "tool", **overrides})
+    # the LM policy does not read the router's settings: they are not policed against it
+    load_config("experiments/embedded_main.yaml", {"policy.kind": "lm", "grpo.advantage": "group"})
 
 
 def test_resume_matches_an_uninterrupted_run(setup, tmp_path):

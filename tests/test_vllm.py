@@ -265,7 +265,7 @@ def test_autagent_adapt_against_vllm_keeps_its_budget_and_eval_scores_the_plugin
     path = tmp_path / "adapt.yaml"
     path.write_text(yaml.safe_dump(config))
     out = tmp_path / "adapted"
-    fast = ["--set", "grpo.steps=20", "--set", "table.crossval.folds=0"]
+    fast = ["--set", "grpo.steps=20", "--set", "policy.router.table.crossval.folds=0"]
     before = _requests_seen(vllm_text["log"], "/v1/completions")
     command = ["adapt", "--plugin", str(plugin), "--reasoner", "openai", "--out", str(out), "--budget", "300"]
     assert main([*command, "--config", str(path), *fast]) == 0

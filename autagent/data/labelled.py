@@ -13,6 +13,7 @@ import json
 from dataclasses import dataclass
 from pathlib import Path
 
+from . import synth
 from .sample import Sample
 
 DOMAINS = ("speech", "music", "sound", "mixed")
@@ -61,8 +62,6 @@ def stand_in(domain: str, k: int):
     the right kind for the router's audio features, nothing more."""
     import numpy as np
 
-    from . import synth
-
     rng = np.random.default_rng(1000 + k)
     voice = ("en-us", "en", "en-gb")[k % 3]
     if domain == "speech":
@@ -77,8 +76,6 @@ def stand_in(domain: str, k: int):
 
 def stand_in_clips(folder: Path) -> dict[str, list[Path]]:
     """``STAND_INS`` clips per domain in ``folder``, made once."""
-    from . import synth
-
     folder.mkdir(parents=True, exist_ok=True)
     made: dict[str, list[Path]] = {d: [] for d in DOMAINS}
     for domain in DOMAINS:

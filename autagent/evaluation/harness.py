@@ -27,11 +27,13 @@ from pathlib import Path
 
 from rewards.scoring import is_correct, official_correct
 
+from ..data.progress import progress as tqdm
 from ..data.sample import Sample
 from ..policies.baselines import DescriptionSelector, RandomSelector, all_subsets
 from ..reasoners.base import ask_with_records
 from ..reasoners.tool_loop import AgenticConfig, AgenticRun, ItemResult
-from .report import wilson
+from .plots import plot_accuracy, plot_cost_curve, plot_tool_calls
+from .report import label, markdown_report, wilson
 
 Subset = tuple[str, ...]
 METHODS = (
@@ -313,8 +315,6 @@ def evaluate(
 ) -> tuple[dict, dict[str, MethodResult]]:
     """Run ``methods`` and return (the ``methods`` block of metrics.json, raw results by name); the
     agentic methods need ``agentic`` (the loop's caller)."""
-    from ..data.progress import progress as tqdm
-
     tool_ids = tuple(tool_ids)
     check_methods(methods, tool_ids)
     plan: list[tuple[str, Callable[[], MethodResult]]] = []
@@ -416,9 +416,6 @@ def write_outputs(
     extra: dict | None = None,
 ) -> dict:
     """Write metrics.json, predictions.jsonl, report.md and the plots; return the metrics."""
-    from .plots import plot_accuracy, plot_cost_curve, plot_tool_calls
-    from .report import label, markdown_report
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     metrics = {

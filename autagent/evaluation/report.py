@@ -14,6 +14,8 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
+from tools.registry import get_tool
+
 from .phases import table as phase_table
 
 LABELS = {
@@ -34,8 +36,6 @@ SMALL_SAMPLE = 100
 
 
 def tool_label(tool: str) -> str:
-    from tools.registry import get_tool
-
     try:
         return get_tool(tool).label
     except KeyError:

@@ -77,6 +77,7 @@ def check(selectors: dict, items: list[Labelled], optional=()) -> dict:
 
 def description_selector(tool_ids):
     """The untrained Tools-with-Descriptions baseline over ``tool_ids``, as a ``select_many``."""
+    # lazy: it imports torch, which this module does not need otherwise
     from ..policies.baselines import DescriptionSelector
 
     selector = DescriptionSelector(tool_ids)

@@ -1,6 +1,6 @@
 """Result tables written from the runs that made them (``autagent report record`` and ``report tables``).
 
-A **record** is a small JSON in ``docs/results/``, what a table needs of a finished run or sweep and
+A **record** is a small JSON in ``docs/results/records/``, what a table needs of a finished run or sweep and
 nothing more: per method of a run's ``metrics.json`` its accuracy, accuracy per domain and tools per
 query; per variant of a sweep's ``summary.json`` each seed's accuracy and tools. It says where it came
 from (``source``, ``commit``, ``finished``). A record written by hand from figures a page gives is a
@@ -29,7 +29,10 @@ from pathlib import Path
 
 import yaml
 
+from .report import label
+
 RESULTS = Path("docs/results")
+RECORDS = RESULTS / "records"
 SPEC = RESULTS / "tables.yaml"
 PAGES = ("README.md", "docs/**/*.md")
 BLOCK = re.compile(r"(<!-- table: (?P<name>[\w.-]+) -->\n)(?P<body>.*?)(<!-- /table -->)", re.S)
@@ -64,8 +67,6 @@ def _commit(folder: Path) -> str | None:
 
 def record_run(run_dir: Path) -> dict:
     """What the tables need of a finished run: each method's label, accuracy, per-domain accuracy, tools."""
-    from .report import label
-
     metrics = _read_json(run_dir / "metrics.json")
     config = yaml.safe_load((run_dir / "config.yaml").read_text()) if (run_dir / "config.yaml").exists() else {}
     methods = {}
@@ -128,7 +129,6 @@ def record_sweep(sweep_dir: Path, test: str | None = None) -> dict:
         raise TableError(f"{sweep_dir / 'summary.json'}: no test set {test!r} (the sweep's also_test)")
     if not variants:
         raise TableError(f"{sweep_dir / 'summary.json'}: no variants (is it a finished sweep's?)")
-    from .report import label
 
     found = (summary.get("also_baselines") or {}).get(test, {}) if test else summary.get("baselines", {})
     baselines = {k: {"label": label(k)} | b for k, b in found.items()}
@@ -144,7 +144,8 @@ def record_sweep(sweep_dir: Path, test: str | None = None) -> dict:
 def record(
     folder: str | Path, name: str, commit: str | None = None, about: str | None = None, test: str | None = None
 ) -> Path:
-    """Write ``docs/results/<name>.json`` from a run folder (``metrics.json``) or a sweep's (``summary.json``)."""
+    """Write ``docs/results/records/<name>.json`` from a run folder (``metrics.json``) or a sweep's
+    (``summary.json``)."""
     folder = Path(folder)
     if (folder / "metrics.json").exists():
         made, done = record_run(folder), folder / "metrics.json"
@@ -161,7 +162,7 @@ def record(
         "finished": finished.strftime("%Y-%m-%d"),
         "transcription": False,
     } | made
-    out = RESULTS / f"{name}.json"
+    out = RECORDS / f"{name}.json"
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(made, indent=1, ensure_ascii=False) + "\n")
     return out
@@ -196,7 +197,7 @@ def _entry(records: dict, row: dict, table: str) -> tuple[dict, dict]:
     """The record and its method (run) or variant (sweep) a row of ``table`` names."""
     name = row.get("record")
     if name not in records:
-        raise TableError(f"{SPEC}: table {table}: record {name!r} not found in {RESULTS}/")
+        raise TableError(f"{SPEC}: table {table}: record {name!r} not found in {RECORDS}/")
     rec = records[name]
     entries = rec.get("methods", {}) | rec.get("baselines", {}) | rec.get("variants", {})
     key = row.get("method") or row.get("variant")
@@ -241,7 +242,7 @@ def render(table: str, spec: dict, records: dict) -> str:
         lines.append("| " + " | ".join([label, *(" · ".join(c) for c in cells)]) + " |")
     commits = spec.get("commits", True)  # false on the front page: the record names its commit
     sources = "; ".join(
-        f"{RESULTS}/{name}.json ({rec.get('about', '')}"
+        f"{RECORDS}/{name}.json ({rec.get('about', '')}"
         + (f"; at {rec.get('commit') or 'an unknown commit'}" if commits else "")
         + ("; a transcription" if rec.get("transcription") else "")
         + ")"
@@ -252,7 +253,7 @@ def render(table: str, spec: dict, records: dict) -> str:
 
 
 def load_records(root: Path) -> dict:
-    return {p.stem: _read_json(p) for p in sorted((root / RESULTS).glob("*.json"))}
+    return {p.stem: _read_json(p) for p in sorted((root / RECORDS).glob("*.json"))}
 
 
 def load_spec(root: Path) -> dict:

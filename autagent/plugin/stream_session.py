@@ -34,6 +34,7 @@ import numpy as np
 
 from tools.arriving import ClipStream, ClipTooLong, PatchScores, wav_bytes
 from tools.audio import without_paths
+from tools.yamnet import YamNet
 
 from ..reasoners.messages import store_audio, with_records
 
@@ -169,7 +170,6 @@ class StreamSession:
         profile of the whole clip is ready (the selection then costs what the router costs)."""
         if not self.plugin.reads_audio:
             return None
-        from tools.yamnet import YamNet
 
         return PatchScores(YamNet.load(), self.plugin.pool.runner.lock("sound_events"))  # the encoder's YAMNet
 

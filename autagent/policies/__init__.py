@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .lm.config import LMPolicyConfig
-from .router.model import RouterConfig
+from .router.config import RouterPolicyConfig
 
 KINDS = ("router", "lm")
 
@@ -20,14 +20,15 @@ KINDS = ("router", "lm")
 class PolicyConfig:
     kind: str = "router"
     """router (the embedded default) | lm (the paper's Qwen2-Audio agent on TRL)."""
-    router: RouterConfig = field(default_factory=RouterConfig)
-    """The router's settings."""
+    router: RouterPolicyConfig = field(default_factory=RouterPolicyConfig)
+    """The router's settings: its model's, its trainer's (on top of ``grpo:``) and its answer table's."""
     lm: LMPolicyConfig = field(default_factory=LMPolicyConfig)
-    """The LM agent's settings."""
+    """The LM agent's settings: its model's and its trainer's (on top of ``grpo:``)."""
     init_from: str | None = None
     """Router only: a router plugin folder to start from (warm start; ``{seed}`` is replaced by the run's
     seed). Its routers start the policy and are GRPO's reference, so the KL term keeps what it knew; its
-    settings replace ``policy.router``; its zero-shot head and back-off travel into the new plugin."""
+    model's settings replace ``policy.router``'s (the training ones stay the run's); its zero-shot head and
+    back-off travel into the new plugin."""
 
     def __post_init__(self):
         if self.kind not in KINDS:

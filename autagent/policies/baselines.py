@@ -13,6 +13,8 @@ import numpy as np
 
 from tools import get_tool
 
+from ..reasoners.encoders import text_encoder
+
 
 def all_subsets(tool_ids, max_size: int | None = None) -> list[tuple[str, ...]]:
     """Every subset of ``tool_ids`` up to ``max_size`` tools, the empty one first, by size then in order."""
@@ -40,8 +42,6 @@ class DescriptionSelector:
     """
 
     def __init__(self, tool_ids, margin: float = 0.05, floor: float = 0.15, text_model: str | None = None):
-        from ..reasoners.encoders import text_encoder
-
         self.tool_ids = tuple(tool_ids)
         self.margin, self.floor = margin, floor
         self.text = text_encoder(text_model)

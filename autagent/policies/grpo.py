@@ -12,7 +12,7 @@ For a group of G tool subsets z_1..z_G sampled for one query from π_old, with r
     breaks it gets −1, where the binary reward gives +1 and 0;
   - ``batch``: (r_i − mean_batch(r)) / (std_batch(r) + ε), over every completion of the step.
 
-* credit (``grpo.credit``, router only): ``subset`` gives the whole sampled subset one advantage, as
+* credit (``policy.router.credit``, router only): ``subset`` gives the whole sampled subset one advantage, as
   the paper does; ``tool`` gives each tool decision its own, the counterfactual difference
   A_{i,t} = r(z_i) − r(z_i with tool t flipped), and the objective below runs on the per-tool log
   probabilities.  The reasoner answers the flipped subsets too (T more asks per draw, memoised), but a
@@ -24,7 +24,11 @@ For a group of G tool subsets z_1..z_G sampled for one query from π_old, with r
 * KL to the reference (Eq. 5), the k3 estimator: π_ref/π_θ − log(π_ref/π_θ) − 1.
 
 Loss = −mean_i [surrogate_i − β · KL_i].  The router's action is one subset, so this is TRL's
-``grpo`` loss with a single "token"; the LM policy gets ``grpo.loss_type`` (default ``grpo``).
+``grpo`` loss with a single "token"; the LM policy gets ``policy.lm.loss_type`` (default ``grpo``).
+
+:class:`GRPOConfig` (``grpo:``) holds what both policies' trainers read; each policy's own training
+settings sit in its section (``policy.router``, ``policy.lm``), as TRL's trainer configs extend the shared
+``TrainingArguments``.  :data:`MOVED_KEYS` names the keys that left ``grpo:`` and the top level for them.
 """
 
 from __future__ import annotations
@@ -34,9 +38,26 @@ from dataclasses import dataclass
 import torch
 
 ADVANTAGES = ("group", "reward", "batch")
-CREDITS = ("subset", "tool")
-OBJECTIVES = ("sampled", "expected")
-LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo")
+
+MOVED_KEYS = {
+    "grpo.credit": "policy.router.credit",
+    "grpo.objective": "policy.router.objective",
+    "grpo.entropy_coef": "policy.router.entropy_coef",
+    "grpo.learning_rate": "policy.router.learning_rate",
+    "grpo.loss_type": "policy.lm.loss_type",
+    "table": "policy.router.table",
+}
+"""Old key -> new key of the settings only one policy reads (issue 52).  A user's config or ``--set`` with an
+old key is refused naming the new one (:func:`autagent.config.config_from_mapping`); a plugin's recorded
+training config is migrated on read (:func:`autagent.config.migrate_moved`)."""
+
+
+def moved_key(dotted: str) -> str | None:
+    """The new name of ``dotted`` (``table.budget`` -> ``policy.router.table.budget``), or None if it did not move."""
+    for old, new in MOVED_KEYS.items():
+        if dotted == old or dotted.startswith(old + "."):
+            return new + dotted[len(old) :]
+    return None
 
 
 @dataclass
@@ -49,8 +70,6 @@ class GRPOConfig:
     """ε of the clipped ratio (Eq. 4)."""
     beta: float = 0.04
     """Weight of the KL penalty to the reference policy (Eq. 5)."""
-    learning_rate: float = 3e-3
-    """Router learning rate (the LM policy's is policy.lm.learning_rate, 1e-6 in the paper)."""
     batch_size: int = 16
     """Queries per step (B)."""
     steps: int = 150
@@ -65,18 +84,6 @@ class GRPOConfig:
     """ε added to the std in the normalised estimators."""
     advantage: str = "reward"
     """Advantage estimator: group (Eq. 2), reward (Algorithm 1: A = r) or batch; see the module docstring."""
-    entropy_coef: float = 0.0
-    """Router only: weight of a bonus on the mean per-tool Bernoulli entropy of the policy, which keeps
-    a tool that helps on few queries (emotion, speakers) sampled; 0 is the paper's objective."""
-    credit: str = "subset"
-    """Router only: ``subset`` (the paper: one advantage per sampled subset) or ``tool`` (each tool's
-    decision is credited with what flipping it changes in the reward; see the module docstring)."""
-    objective: str = "sampled"
-    """Router only: ``sampled`` (GRPO: G subsets drawn per query, the clipped ratio) or ``expected``
-    (the exact expected reward over every subset, read from an answer table, with the exact KL:
-    :mod:`autagent.policies.router.exact`; needs ``table.enabled``)."""
-    loss_type: str = "grpo"
-    """The LM policy's TRL loss: grpo (the paper's, per-sequence mean), dapo, dr_grpo or bnpo."""
 
     def __post_init__(self):
         if self.group_size < 2:
@@ -88,23 +95,10 @@ class GRPOConfig:
         for name in ("batch_size", "inner_epochs"):
             if getattr(self, name) < 1:
                 raise ValueError(f"grpo.{name} must be >= 1, got {getattr(self, name)}")
-        if self.entropy_coef < 0:
-            raise ValueError(f"grpo.entropy_coef must be >= 0, got {self.entropy_coef}")
-        if self.learning_rate <= 0 or self.clip_epsilon <= 0 or self.beta < 0:
-            raise ValueError("grpo.learning_rate and grpo.clip_epsilon must be > 0, grpo.beta >= 0")
+        if self.clip_epsilon <= 0 or self.beta < 0:
+            raise ValueError("grpo.clip_epsilon must be > 0 and grpo.beta >= 0")
         if self.advantage not in ADVANTAGES:
             raise ValueError(f"grpo.advantage must be one of {list(ADVANTAGES)}, got {self.advantage!r}")
-        if self.credit not in CREDITS:
-            raise ValueError(f"grpo.credit must be one of {list(CREDITS)}, got {self.credit!r}")
-        if self.credit == "tool" and self.advantage != "reward":
-            raise ValueError(
-                f"grpo.credit: tool is its own baseline (r(z) - r(z with the tool flipped)); "
-                f"it needs grpo.advantage: reward, got {self.advantage!r}"
-            )
-        if self.objective not in OBJECTIVES:
-            raise ValueError(f"grpo.objective must be one of {list(OBJECTIVES)}, got {self.objective!r}")
-        if self.loss_type not in LOSS_TYPES:
-            raise ValueError(f"grpo.loss_type must be one of {list(LOSS_TYPES)}, got {self.loss_type!r}")
 
 
 def group_advantages(rewards: torch.Tensor, epsilon: float = 1e-4) -> torch.Tensor:

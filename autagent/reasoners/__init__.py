@@ -12,10 +12,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from .base import CachedReasoner, Reasoner, answer_key
-from .cascade import CascadeReasonerConfig
-from .embedded import EmbeddedReasonerConfig
-from .openai_compat import OpenAIConfig
-from .qwen2_audio import Qwen2AudioConfig
+from .cascade import CascadeReasoner, CascadeReasonerConfig
+from .embedded import EmbeddedReasoner, EmbeddedReasonerConfig
+from .openai_compat import OpenAIConfig, OpenAIReasoner
+from .qwen2_audio import Qwen2AudioConfig, Qwen2AudioReasoner
 
 KINDS = ("embedded", "qwen2-audio", "openai", "cascade")
 
@@ -49,20 +49,12 @@ class ReasonerConfig:
 def build_reasoner(config, cache_dir=None, audio_max_seconds: float = 30.0) -> CachedReasoner:
     """A cached reasoner from a :class:`ReasonerConfig`."""
     if config.kind == "embedded":
-        from .embedded import EmbeddedReasoner
-
         inner = EmbeddedReasoner(config.embedded, audio_max_seconds)
     elif config.kind == "qwen2-audio":
-        from .qwen2_audio import Qwen2AudioReasoner
-
         inner = Qwen2AudioReasoner(config.qwen2_audio)
     elif config.kind == "openai":
-        from .openai_compat import OpenAIReasoner
-
         inner = OpenAIReasoner(config.openai, config.cascade)  # the cascade's layout, for audio: drop
     elif config.kind == "cascade":
-        from .cascade import CascadeReasoner
-
         inner = CascadeReasoner(config.cascade)
     else:
         raise ValueError(f"reasoner.kind must be one of {KINDS}, got {config.kind!r}")

@@ -16,6 +16,7 @@ import threading
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
+from tools.audio import AudioError, content_hash
 from tools.memo import BoundedMemo
 
 from ..data.sample import Sample
@@ -50,8 +51,6 @@ def fingerprint_of(name: str, public_config: dict) -> str:
 
 
 def audio_identity(path: str) -> str:
-    from tools.audio import AudioError, content_hash
-
     try:
         return content_hash(path)
     except AudioError:

@@ -23,10 +23,14 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
+from tools.audio import AudioError
 from tools.memo import BoundedMemo, nbytes
 
 from ..data.sample import Sample
 from .base import Reply, fingerprint_of
+from .encoders import text_encoder
+from .hearing import Listener
+from .prompts import shown
 from .reading import (
     Fact,
     banded,
@@ -113,9 +117,6 @@ def _token_set(text: str) -> frozenset:
 
 class EmbeddedReasoner:
     def __init__(self, config: EmbeddedReasonerConfig | None = None, audio_max_seconds: float = 30.0):
-        from .encoders import text_encoder
-        from .hearing import Listener
-
         self.config = config or EmbeddedReasonerConfig()
         self.name = self.config.name
         self.text = text_encoder(self.config.text_model)
@@ -135,8 +136,6 @@ class EmbeddedReasoner:
     def facts(self, record: dict) -> tuple[list[Fact], np.ndarray]:
         """A record as the reasoner sees it (the paper's shape) -> facts and their embeddings (memoised)."""
         import json
-
-        from .prompts import shown
 
         key = json.dumps([record["tool"], record.get("output")], sort_keys=True, default=str)
         read = self._facts.get(key)
@@ -264,8 +263,6 @@ class EmbeddedReasoner:
         )
 
     def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[Reply]:
-        from tools.audio import AudioError
-
         replies = []
         for sample, records in requests:
             try:

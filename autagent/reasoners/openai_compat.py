@@ -22,10 +22,15 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 
+from tools.audio import AudioError
+
 from ..data.sample import Sample
 from .base import Reply, fingerprint_of
+from .cascade import LAYOUT_VERSION, CascadeReasonerConfig
+from .cascade.layout import record_lines
 from .openai_http import client, failure_name
 from .prompts import format_choices, render
+from .served_scoring import NoPromptLogprobs, ServedScorer
 
 log = logging.getLogger(__name__)
 
@@ -100,6 +105,7 @@ class OpenAIConfig:
 def wav_base64(path: str, sample_rate: int = 16000) -> str:
     import soundfile as sf
 
+    # looked up when called, not at import: a test patches it on its module
     from tools.audio import load_audio
 
     buffer = io.BytesIO()
@@ -126,14 +132,10 @@ class OpenAIReasoner:
     def __init__(self, config, layout=None):
         """``layout``: the cascade's settings (:class:`~.cascade.CascadeReasonerConfig`) that ``audio: drop``
         lays the records out by, and ``scoring: logprobs`` scores by."""
-        from .cascade import CascadeReasonerConfig
-
         self.config, self.layout = config, layout or CascadeReasonerConfig()
         self.failures = 0
         self.scored = None
         if config.scoring == "logprobs":
-            from .served_scoring import ServedScorer
-
             root = config.base_url.rstrip("/").removesuffix("/v1")
             self.scored = ServedScorer(root, config.model, self.layout, config.prompts_per_request)
         self.scoring_used: str | None = None if self.scored is not None else "text"
@@ -164,8 +166,6 @@ class OpenAIReasoner:
             asyncio.run(self._with_client(self._probe))
         self.fingerprinted_as = self.scoring_used or c.scoring
         if self.fingerprinted_as == "logprobs":
-            from .cascade import LAYOUT_VERSION
-
             layout = ("max_prompt_tokens", "calibrate", "neutral_prompt", "max_new_tokens")
             public.update(scoring="logprobs", layout=LAYOUT_VERSION, **{k: getattr(self.layout, k) for k in layout})
         return fingerprint_of(self.name, public)
@@ -179,8 +179,6 @@ class OpenAIReasoner:
         """Whether the server scores choices (``scoring_used``); a server that cannot be reached leaves it
         undecided (the next request asks again)."""
         import openai
-
-        from .served_scoring import NoPromptLogprobs
 
         try:
             await self.scored.probe(api)
@@ -213,8 +211,6 @@ class OpenAIReasoner:
 
     async def _one(self, api, semaphore, sample: Sample, records) -> Reply:
         import openai
-
-        from tools.audio import AudioError
 
         problem = "no attempt"
         async with semaphore:
@@ -259,8 +255,6 @@ class OpenAIReasoner:
 def dropped_text(sample: Sample, records: list[dict] | None, max_items: int) -> str:
     """What a text model reads for ``sample`` with ``audio: drop``: the records one per line in the
     cascade's notation (:func:`.cascade.layout.record_lines`), the question and the choices."""
-    from .cascade.layout import record_lines
-
     lines = "".join(line for _, line in record_lines(records, max_items))
     if not sample.choices:
         return f"{lines}Question: {sample.question.strip()}\nAnswer:"

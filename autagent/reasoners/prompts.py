@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+from tools import get_tool
+
 BASELINE = (
     "Listen to the audio and answer the multiple-choice question.\n"
     "Question: {question}\n"
@@ -36,8 +38,6 @@ def format_choices(choices) -> str:
 def shown(record: dict) -> dict:
     """A record as a reasoner sees it: the tool and its output in the paper's Appendix B shape
     (the cache keeps the structured form)."""
-    from tools import get_tool
-
     try:
         present = get_tool(record["tool"]).present
     except KeyError:

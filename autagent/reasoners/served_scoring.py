@@ -22,6 +22,7 @@ from tools.memo import BoundedMemo
 
 from .base import Reply
 from .cascade.layout import Calibration, lay_out, neutral
+from .openai_http import failure_name
 
 log = logging.getLogger(__name__)
 
@@ -130,8 +131,6 @@ class ServedScorer:
 
         import openai
 
-        from .openai_http import failure_name
-
         flat = [
             (p, c, [t for _, piece in prompt.pieces for t in piece] + ids, len(ids))
             for p, prompt in enumerate(prompts)
@@ -205,8 +204,6 @@ class ServedScorer:
 
     async def _continue(self, api, semaphore, laid) -> Reply:
         import openai
-
-        from .openai_http import failure_name
 
         ids = [t for _, piece in laid.prompt.pieces for t in piece]
         async with semaphore:

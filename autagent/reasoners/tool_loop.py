@@ -25,13 +25,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tools import make_record
+from tools.audio import AudioError
 from tools.clip_window import Window, WindowError
 from tools.registry import function_tools
 
 from ..data.sample import Sample
 from .json_limits import TooDeep, loads
+from .openai_compat import OpenAIReasoner, client, failure_name
 from .prompts import format_choices, records_block
-from .scripted import ScriptedCallerConfig
+from .scripted import ScriptedCaller, ScriptedCallerConfig
 from .tool_messages import tool_message
 
 QUESTION = (
@@ -246,8 +248,6 @@ def file_audio_part(path: str) -> dict:
 
 async def answer_item(caller, sample: Sample, records: dict, selected, tool_ids, max_rounds: int, pool=None):
     """``sample`` through the loop: ``selected`` tools' records in front, the others offered."""
-    from tools.audio import AudioError
-
     started = time.perf_counter()
     shown = [records[t] for t in selected if "error" not in records[t]]
 
@@ -333,8 +333,6 @@ class EndpointCaller:
     """Room for a tool call's JSON; at least the reasoner's own ``max_tokens``."""
 
     def __init__(self, config):
-        from .openai_compat import OpenAIReasoner
-
         self.config, self.name = config, f"endpoint {config.base_url} (model {config.model})"
         self.reasoner = OpenAIReasoner(config)
         self.client = None
@@ -344,8 +342,6 @@ class EndpointCaller:
 
     async def complete(self, body: dict) -> dict:
         import openai
-
-        from .openai_compat import client, failure_name
 
         config = self.config
         if self.client is None:  # made inside the event loop that uses it
@@ -383,6 +379,5 @@ def build_caller(agentic: AgenticConfig, reasoner_config, reasoner):
             f"eval.agentic: the scripted caller reads records with the embedded reasoner, not {reasoner_config.kind}; "
             "for a real model that calls tools use reasoner.kind openai (eval.agentic.caller endpoint)"
         )
-    from .scripted import ScriptedCaller
 
     return ScriptedEvalCaller(ScriptedCaller(reasoner, agentic.scripted, agentic.audio_dir))

@@ -12,6 +12,11 @@ from tools.pool import ToolPool
 
 from ..config import ConfigError, RunConfig
 from ..data.sample import Sample
+from ..evaluation.cost_curve import cost_curve
+from ..evaluation.harness import AGENTIC_METHODS, evaluate, price_check, run_method, tool_error_counts, write_outputs
+from ..plugin.dial import Dial, set_dial
+from ..policies.router.costs import tool_values
+from ..reasoners.tool_loop import AgenticRun, EndpointCaller, build_caller
 from .run import Logger, data_digest, load_splits, tool_records
 
 log = logging.getLogger("autagent")
@@ -22,8 +27,8 @@ def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | No
     updated in place; see :func:`autagent.api.run_tools`)."""
     if plugin_dir is None:
         return None
+    # looked up when called, not at import: a test patches it on its module
     from ..api import load, run_tools
-    from ..plugin.dial import Dial, set_dial
     from ..plugin.manifest import read_manifest
 
     config.tools, extra = run_tools(config.tools, read_manifest(plugin_dir, expected_sha256))
@@ -40,8 +45,6 @@ def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | No
 def agentic_run(config: RunConfig, reasoner_config, reasoner):
     """The agentic methods' loop: the caller ``eval.agentic.caller`` names, the run's tool pool for calls
     that name a window, as many items at once as an endpoint takes (one for the scripted caller)."""
-    from ..reasoners.tool_loop import AgenticRun, EndpointCaller, build_caller
-
     try:
         caller = build_caller(config.eval.agentic, reasoner_config, reasoner)
     except ValueError as err:
@@ -67,7 +70,7 @@ def run_eval(
     ``policy_select`` and ``reasoner``, when given, are used as they are (right after training: the
     trained model and the reasoner already in memory) instead of loading the plugin and building a
     reasoner; a reasoner passed in is left open for the caller."""
-    from ..evaluation.harness import AGENTIC_METHODS, evaluate, write_outputs
+    # looked up when called, not at import: a test patches it on its module
     from ..reasoners import build_reasoner
 
     if samples is None:
@@ -134,8 +137,6 @@ def dial_curve(config: RunConfig, policy_select, block: dict, reasoner, samples,
     plugin = getattr(policy_select, "__self__", None)  # the loaded plugin whose select_many this is
     if not (config.eval.cost_curve and "policy" in block and hasattr(plugin, "scores_many")):
         return None
-    from ..evaluation.cost_curve import cost_curve
-    from ..evaluation.harness import run_method
 
     def run(subsets):
         return run_method(reasoner, samples, records, subsets)
@@ -149,8 +150,6 @@ def training_values(config: RunConfig, reasoner, tool_ids) -> tuple[dict, str] |
     """For a plugin that records no tool values (exported before the dial): each tool's average gain alone
     on the first ``eval.curve_train_queries`` training queries of the run's data, asked of this reasoner
     (the fixed order of the cost curve; never the test items); None without a training split."""
-    from ..policies.router.costs import tool_values
-
     if not config.eval.curve_train_queries:
         return None
     try:
@@ -163,8 +162,6 @@ def training_values(config: RunConfig, reasoner, tool_ids) -> tuple[dict, str] |
 def run_facts(config: RunConfig, reasoner, samples, records, block: dict, plugin_dir) -> dict:
     """What metrics.json says beside the accuracies: the data's digest, what answered and how often, the
     tools' errors, the price check and the plugin evaluated."""
-    from ..evaluation.harness import price_check, tool_error_counts
-
     facts = {
         "data_digest": data_digest(config),
         "reasoner_fingerprint": reasoner.fingerprint(),

@@ -16,9 +16,11 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tools.audio import decode
 from tools.pool import ToolPool
 
 from ..config import ConfigError, RunConfig, to_dict
+from ..data.generator import generate, recorded_digest
 from ..data.sample import Sample
 
 log = logging.getLogger("autagent")
@@ -34,6 +36,7 @@ class Splits:
 
 
 def _load(path, config: RunConfig, limit, what: str, notes: list[str]) -> list[Sample]:
+    # looked up when called, not at import: a test patches it on its module
     from ..data.loaders import load
 
     loaded = load(path, config.data.format, limit, config.data.audio_wording, clip_check(config.tools.max_seconds))
@@ -49,8 +52,6 @@ def clip_check(max_seconds: float | None):
     """What a dataset row's clip must pass to be scored: present, not empty, decodable (the part the tools
     hear, the first ``max_seconds``); a clip that fails makes its row unscorable, named in the report."""
     from functools import partial
-
-    from tools.audio import decode
 
     return partial(decode, max_seconds=max_seconds)
 
@@ -69,8 +70,6 @@ def load_splits(config: RunConfig, need_train: bool = True) -> Splits:
             "test": data.test,
         }
     else:
-        from ..data.generator import generate
-
         generated = generate(data.benchmark, progress=config.logging.progress)
         paths = {k: str(generated[k]) if k in generated else None for k in ("train", "dev", "test")}
         paths = {k: (v if need_train or k == "test" else None) for k, v in paths.items()}
@@ -105,7 +104,6 @@ def data_digest(config: RunConfig) -> str | None:
     which bytes its figures come from; None for dataset files (their folders are not the project's)."""
     if config.data.uses_files:
         return None
-    from ..data.generator import recorded_digest
 
     return recorded_digest(config.data.benchmark.root)
 

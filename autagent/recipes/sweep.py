@@ -34,7 +34,10 @@ from pathlib import Path
 import yaml
 
 from ..config import ConfigError, load_config, save_config
+from ..data.labelled import load_labelled
 from ..evaluation.harness import METHODS
+from ..evaluation.selection_check import check, description_selector
+from ..policies.grpo import moved_key
 
 BASELINES = tuple(m for m in METHODS if m not in ("single", "policy"))  # one row each in a sweep's summary
 
@@ -68,6 +71,10 @@ def read_sweep(path: str | Path) -> dict:
     also = spec.setdefault("also_test", {}) or {}
     if not isinstance(also, dict) or not all(isinstance(v, dict) for v in also.values()):
         raise ConfigError(f"{path}: also_test must map names to overrides of the test data")
+    for where, overrides in [("set", spec.get("set")), *((f"variant {n}", v) for n, v in spec["variants"].items())]:
+        for key in overrides if isinstance(overrides, dict) else ():
+            if moved_key(str(key)):
+                raise ConfigError(f"{path}: {where}: {key} moved to {moved_key(key)} (the policy that reads it)")
     spec.setdefault("output_dir", f"runs/sweeps/{path.stem}")
     return spec
 
@@ -214,9 +221,8 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
 def selection_check(run_dir: Path, spec: dict) -> dict:
     """The run's plugin and Tools-with-Descriptions on the labelled transfer questions
     (:mod:`autagent.evaluation.selection_check`), computed once per run into ``selection_check.json``."""
+    # looked up when called, not at import: a test patches it on its module
     from ..api import load
-    from ..data.labelled import load_labelled
-    from ..evaluation.selection_check import check, description_selector
 
     path = run_dir / "selection_check.json"
     if path.exists():

@@ -18,6 +18,8 @@ from tools.pool import ToolPool
 
 from ..config import ConfigError, RunConfig, save_config
 from ..evaluation.phases import Clock, Phases, timings_of
+from ..evaluation.report import markdown_report
+from ..policies.lm.plan.report import refusal
 from .evaluate import run_eval
 from .run import Logger, RunContext, data_digest, distributed_state, load_splits, record_event, tool_records
 
@@ -31,7 +33,6 @@ def refuse_what_will_not_fit(config: RunConfig) -> None:
 
     if config.policy.kind != "lm" or config.policy.lm.use_cpu or not torch.cuda.is_available():
         return
-    from ..policies.lm.plan.report import refusal
 
     card = torch.cuda.get_device_properties(torch.cuda.current_device())
     message = refusal(config, card.total_memory / 1e9)
@@ -115,6 +116,7 @@ def prepare(config: RunConfig, state, phases: Phases, evaluate: bool) -> tuple[R
     """Data, tool records and the reasoner, into the :class:`RunContext` a policy's recipe gets; and the two
     clocks on the reasoner (every answer asked, the answer cache's included; the answers computed).  Rank 0
     fills the data and tool caches and fetches the reasoner; the others then read them."""
+    # looked up when called, not at import: a test patches it on its module
     from ..reasoners import build_reasoner
 
     with state.main_process_first():
@@ -171,8 +173,6 @@ def write_metrics(ctx: RunContext, metrics: dict) -> None:
     """metrics.json, and with an evaluation report.md and the test accuracies to the logger."""
     (ctx.run_dir / "metrics.json").write_text(json.dumps(metrics, indent=2))
     if "methods" in metrics:
-        from ..evaluation.report import markdown_report
-
         (ctx.run_dir / "report.md").write_text(markdown_report(metrics))  # the evaluation's, and the phase table
         ctx.logger.log({f"test/{name}": m["accuracy"] for name, m in metrics["methods"].items()})
     ctx.logger.finish()

@@ -23,15 +23,14 @@ from fastapi import FastAPI
 from fastapi.responses import JSONResponse
 
 from .access import Guard
+from .chat import add_chat
+from .health import add_health
+from .realtime import add_realtime
+from .select import add_select
 from .service import Service, error_body, internal_error
 
 
 def create_app(service: Service):
-    from .chat import add_chat
-    from .health import add_health
-    from .realtime import add_realtime
-    from .select import add_select
-
     app = FastAPI(title="AuTAgent", description="A trained tool-selection plugin in front of an audio model.")
     options = service.options
 

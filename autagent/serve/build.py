@@ -7,10 +7,15 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from tools.pool import ToolPool
+
+from ..api import Plugin
 from ..config import ConfigError
+from ..reasoners.scripted import ScriptedCaller
 from .limits import AudioStore
 from .options import ServeOptions
 from .service import Service
+from .tool_calls import ScriptedUpstream
 from .upstream import LocalReasoner, OpenAIUpstream
 
 
@@ -33,6 +38,7 @@ def build(config, options: ServeOptions | None = None, **settings) -> Service:
             options.upstream_sample_rate,
         )
     else:
+        # looked up when called, not at import: a test patches it on its module
         from ..reasoners import build_reasoner
 
         reasoner = options.reasoner
@@ -41,14 +47,9 @@ def build(config, options: ServeOptions | None = None, **settings) -> Service:
         built.bound(options.max_memory_answers)
         backend = LocalReasoner(built, reasoner, audio_dir, max_bytes, store)
         if reasoner == "scripted":  # the open stand-in for a model that calls tools, answering with it
-            from ..reasoners.scripted import ScriptedCaller
-            from .tool_calls import ScriptedUpstream
-
             backend = ScriptedUpstream(ScriptedCaller(built, config.eval.agentic.scripted, audio_dir, max_bytes))
     plugin = tools = None
     if options.plugin is not None:
-        from ..api import Plugin
-
         plugin = Plugin.load(
             options.plugin, options.plugin_sha256, tools=config.tools, audio_dir=audio_dir, max_audio_bytes=max_bytes
         )
@@ -56,7 +57,5 @@ def build(config, options: ServeOptions | None = None, **settings) -> Service:
         if options.warm_up:
             plugin.warm()
     if options.agentic and plugin is None:  # every tool of the run is offered to the upstream
-        from tools.pool import ToolPool
-
         tools = ToolPool(config.tools)
     return Service(options, backend, plugin, tools, store, config.tools.max_seconds)

@@ -13,14 +13,16 @@ from contextlib import nullcontext
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from ..reasoners.messages import BadRequest, last_user_content, text_of
+from .fields import check_fields
 from .limits import Refused
 from .protocol import CHAT_REQUEST, openapi_body
 from .service import HeldStream, Service, error_body
+from .tool_calls import AgenticChat
+from .upstream import UpstreamError
 
 
 def add_chat(app, service: Service) -> None:
-    from .tool_calls import AgenticChat
-
     agentic = AgenticChat(service) if service.options.agentic else None
 
     @app.post("/v1/chat/completions", openapi_extra=openapi_body(CHAT_REQUEST, 502, 504))
@@ -30,10 +32,6 @@ def add_chat(app, service: Service) -> None:
 
 
 async def _handle(service: Service, agentic, body: dict, started: float):
-    from ..reasoners.messages import BadRequest
-    from .fields import check_fields
-    from .upstream import UpstreamError
-
     options, metrics, plugin = service.options, service.metrics, service.plugin
     if not isinstance(body.get("messages"), list) or not body["messages"]:
         raise BadRequest("messages must be a non-empty list")
@@ -99,8 +97,6 @@ async def held(lines, metrics):
 
 
 def log_request(path: str, body: dict) -> None:
-    from ..reasoners.messages import BadRequest, last_user_content, text_of
-
     try:
         text = text_of(last_user_content(body["messages"]))
     except BadRequest:

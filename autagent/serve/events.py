@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import uuid
 
+from ..reasoners.messages import MAX_TEXT_CHARS
+
 CLIENT_EVENTS = (
     "session.update",
     "conversation.item.create",
@@ -123,8 +125,6 @@ def session_settings(session, rate: int, min_rate: int, max_rate: int) -> tuple[
     """(the input rate, the instructions or None) a ``session.update``'s ``session`` sets; :class:`Invalid`
     for anything else than a realtime text session with 16-bit PCM input, whatever the fields' types
     (``output_modalities: 5`` or ``audio: [1]`` once raised past the handler)."""
-    from ..reasoners.messages import MAX_TEXT_CHARS
-
     if not isinstance(session, dict) or session.get("type") != "realtime":
         raise Invalid("session.update needs session.type 'realtime'", "invalid_session")
     modalities = session.get("output_modalities")

@@ -12,6 +12,8 @@ import functools
 import inspect
 import numbers
 
+from ..reasoners.messages import BadRequest
+
 VLLM_EXTRAS = frozenset(
     {
         "top_k",
@@ -86,8 +88,6 @@ def sdk_fields() -> frozenset:
 def check_fields(body: dict, model_required: bool) -> None:
     """BadRequest naming the first unknown field, or known field of the wrong type; a missing
     ``model`` when the service forwards without ``--model``."""
-    from ..reasoners.messages import BadRequest
-
     unknown = sorted(k for k in body if k not in sdk_fields() and k not in VLLM_EXTRAS and k not in OURS)
     if unknown:
         raise BadRequest(f"unknown request field {unknown[0]!r} (the service passes on OpenAI's and vLLM's fields)")

@@ -15,6 +15,11 @@ from pathlib import Path
 
 import numpy as np
 
+from tools.decoders import Refusal, check_size, is_playlist
+from tools.memo import BoundedMemo
+
+from ..reasoners.json_limits import TooDeep, loads
+
 
 class Refused(Exception):
     """A request the service will not serve: its HTTP status, message and OpenAI error type."""
@@ -47,7 +52,6 @@ async def read_json(request, max_bytes: int) -> dict:
         if size > max_bytes:
             raise too_big
         chunks.append(chunk)
-    from ..reasoners.json_limits import TooDeep, loads
 
     try:  # a body of a long clip is parsed off the event loop (one of a few MiB: under a millisecond here)
         raw = b"".join(chunks)
@@ -70,11 +74,11 @@ def clip_seconds(path: str | Path, max_seconds: float, heard_s: float | None = N
     Raises :class:`tools.audio.AudioError` for a clip that cannot be used."""
     import soundfile as sf
 
+    # looked up when called, not at import: a test patches it on its module
     from tools.audio import SILENCE_PEAK, AudioError, check_file, load_audio
 
     path = Path(path)
     check_file(path)
-    from tools.decoders import Refusal, check_size, is_playlist
 
     with open(path, "rb") as handle:
         if is_playlist(handle.read(64)):  # never handed to a decoder
@@ -138,6 +142,7 @@ class AudioStore:
 
     def hold(self, raw: bytes, fmt: str, max_bytes: int | None = None) -> Path:
         """Write ``raw`` as a clip named by its content and hold it (the caller releases it)."""
+        # looked up when called, not at import: a test patches it on its module
         from ..reasoners.messages import store_audio
 
         path = store_audio(raw, fmt, self.folder, max_bytes or len(raw))
@@ -213,8 +218,6 @@ class SentClips:
     At most ``max_items`` entries, the least recently used dropped."""
 
     def __init__(self, max_items: int = 4096):
-        from tools.memo import BoundedMemo
-
         self.memo = BoundedMemo(max_items)
 
     @staticmethod

@@ -27,9 +27,15 @@ from typing import Annotated, Any
 
 from pydantic import Field
 
+from tools import get_tool
 from tools.audio import without_paths
+from tools.clip_window import Window, WindowError
+from tools.decoders import sniff
+from tools.pool import ToolPool
 
+from ..api import Plugin
 from ..reasoners.messages import DATA_URL, FORMATS, MIME_FORMATS, BadRequest, check_format, decode_base64
+from .access import Guard
 from .limits import AudioStore
 from .options import LOCAL_HOSTS
 
@@ -135,7 +141,6 @@ class AcousticTools:
             raw = decode_base64(data)
         except BadRequest:
             raise BadRequest("audio is neither a file path, a data: URL nor valid base64") from None
-        from tools.decoders import sniff
 
         fmt = MIME_FORMATS.get(fmt.lower(), fmt.lower()) if fmt else None
         if fmt not in FORMATS:  # it names the stored file: only the formats we know, else the bytes say
@@ -148,8 +153,6 @@ class AcousticTools:
 
     def run(self, tool_id: str, audio: str, start: float | None, end: float | None) -> dict:
         """The tool's record (BadRequest naming the problem when it cannot be computed)."""
-        from tools.clip_window import Window, WindowError
-
         try:
             window = Window.from_arguments({k: v for k, v in (("start", start), ("end", end)) if v is not None})
         except WindowError as err:
@@ -172,8 +175,6 @@ class AcousticTools:
         return {"tools": tools, "probabilities": probabilities, "plugin": self.plugin.content_hash}
 
     def listing(self) -> list[dict]:
-        from tools import get_tool
-
         learned = {t["id"] for t in self.plugin.manifest.get("tools") or []} if self.plugin is not None else None
         return [
             {
@@ -191,8 +192,6 @@ def build_server(tools: AcousticTools):
     """The MCP server exposing ``tools`` (an :class:`mcp.server.mcpserver.MCPServer`)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
-
-    from tools import get_tool
 
     server = MCPServer(
         "autagent",
@@ -246,6 +245,7 @@ def serve_mcp(config, plugin_dir: str | None, options: McpOptions, host: str, po
     else:
         import uvicorn
 
+        # lazy: it imports uvicorn, which this module does not need otherwise
         from .connections import uvicorn_config
 
         uvicorn.Server(uvicorn_config(http_app(server, options, host), host, port, log_level="warning")).run()
@@ -255,8 +255,6 @@ def http_app(server, options: McpOptions, host: str = "127.0.0.1"):
     """The server over streamable HTTP behind the service's access checks (:mod:`.access`): the API
     key, the Host header among ``allowed_hosts`` and any ``Origin`` among ``allowed_origins``, on
     every address (the SDK checks Host and Origin only when bound to loopback)."""
-    from .access import Guard
-
     limit = 2 * options.max_audio_bytes + (1 << 20)  # base64 plus the message: ours is the clear refusal
     app = server.streamable_http_app(max_request_body_size=limit, host=host)
     return Guard(app, options.api_key, options.allowed_hosts, options.allowed_origins, http_origins=True)
@@ -264,12 +262,8 @@ def http_app(server, options: McpOptions, host: str = "127.0.0.1"):
 
 def open_tools(config, plugin_dir, options: McpOptions, sha256=None) -> AcousticTools:
     """The pool (the plugin's tools when one is given) and the plugin behind the server."""
-    from tools.pool import ToolPool
-
     plugin = None
     if plugin_dir is not None:
-        from ..api import Plugin
-
         plugin = Plugin.load(plugin_dir, sha256, tools=config.tools, audio_dir=options.audio_dir)
         return AcousticTools(plugin.pool, plugin, options)
     return AcousticTools(ToolPool(config.tools), None, options)

@@ -16,6 +16,8 @@ import inspect
 import os
 from dataclasses import dataclass, field
 
+from ..config import ConfigError
+
 MIB = 1 << 20
 LOCAL_HOSTS = ("localhost", "127.0.0.1", "[::1]", "::1")
 
@@ -126,8 +128,6 @@ class ServeOptions:
     """A reasoner in process keeps at most this many answers in memory (the rest on disk)."""
 
     def __post_init__(self):
-        from ..config import ConfigError
-
         if self.api_key_file:
             self.api_key = read_key_file(self.api_key_file)
 
@@ -152,6 +152,7 @@ class ServeOptions:
 
     def connection_limits(self):
         """The :class:`~.connections.ConnectionLimits` these settings give."""
+        # lazy: it imports uvicorn, which this module does not need otherwise
         from .connections import ConnectionLimits
 
         return ConnectionLimits(self.header_timeout_s, self.keep_alive_s, self.max_connections)
@@ -159,8 +160,6 @@ class ServeOptions:
 
 def read_key_file(path: str) -> str:
     """The key in ``path``'s first line; a clear error for a missing or empty file (never the key)."""
-    from ..config import ConfigError
-
     try:
         lines = open(path, encoding="utf-8").read().splitlines()  # noqa: SIM115 - a short file
     except (OSError, UnicodeError) as err:

@@ -39,9 +39,15 @@ import time
 
 from fastapi import WebSocket
 
+from tools.arriving import ClipTooLong, wav_bytes
+
+from ..plugin.stream_session import SessionClosed, StreamResult
 from ..reasoners.json_limits import TooDeep, loads
+from ..reasoners.messages import BadRequest, question_and_choices
+from ..reasoners.tool_loop import message_of
 from . import events as ev
 from .service import internal_error
+from .upstream import UpstreamError
 
 MAX_RATE, MIN_RATE = 48000, 8000
 LARGE = 1 << 16
@@ -65,8 +71,6 @@ class Turn:
         self.item_id = ev.new_id("item")
 
     def feed(self, pcm: bytes) -> None:
-        from tools.arriving import ClipTooLong
-
         if self.stream is not None:
             self.stream.feed(pcm)
         elif self.received + len(pcm) // 2 > int(self.max_seconds * self.rate):
@@ -209,8 +213,6 @@ class Conversation:
         await self.send(ev.event("session.updated", session=self.config()))
 
     async def on_conversation_item_create(self, payload: dict) -> None:
-        from ..reasoners.messages import BadRequest, question_and_choices
-
         item = payload.get("item")
         parts = item.get("content") if isinstance(item, dict) else None
         if not isinstance(item, dict) or item.get("type") != "message" or item.get("role") != "user":
@@ -241,10 +243,6 @@ class Conversation:
         self.last_item = item_id
 
     async def on_input_audio_buffer_append(self, payload: dict) -> None:
-        from tools.arriving import ClipTooLong
-
-        from ..reasoners.messages import question_and_choices
-
         if not self.configured:
             await self.fail(
                 "send session.update (session.type 'realtime') before any audio", "session_not_configured", payload
@@ -339,10 +337,6 @@ class Conversation:
     async def _respond(self, turn: Turn, user_text: str | None) -> None:
         """Every ``response.create`` ends in ``response.done`` (``failed`` after an ``error`` event when
         anything went wrong: the tools, the upstream, an empty reply), unless the client left."""
-        from ..plugin.stream_session import SessionClosed
-        from ..reasoners.tool_loop import message_of
-        from .upstream import UpstreamError
-
         response_id, item_id = ev.new_id("resp"), ev.new_id("item")
         started = time.perf_counter()
         await self.send(ev.event("response.created", response=ev.response(response_id, "in_progress", [])))
@@ -387,10 +381,6 @@ class Conversation:
         if turn.stream is not None:
             return await asyncio.wrap_future(turn.stream.result())
         import numpy as np
-
-        from tools.arriving import wav_bytes
-
-        from ..plugin.stream_session import StreamResult
 
         if not turn.pcm:
             raise ValueError("the audio buffer is empty: append audio before committing it")

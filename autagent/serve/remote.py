@@ -16,6 +16,10 @@ import socket
 from pathlib import PurePosixPath
 from urllib.parse import urljoin, urlsplit, urlunsplit
 
+from tools.decoders import sniff
+
+from ..reasoners.messages import FORMATS, BadRequest
+
 MAX_REDIRECTS = 5
 EMBEDDING = (  # IPv6 prefixes whose last 32 bits are an IPv4 address
     ipaddress.ip_network("64:ff9b::/96"),  # NAT64, well-known prefix
@@ -68,8 +72,6 @@ def ascii_host(host: str) -> str:
     """The host as it goes on the wire (IDNA 2008 / UTS 46: ``straße.example`` -> ``xn--strae-oqa.example``)."""
     import idna
 
-    from ..reasoners.messages import BadRequest
-
     try:
         ipaddress.ip_address(host.strip("[]"))
         return host.strip("[]")
@@ -83,8 +85,6 @@ def ascii_host(host: str) -> str:
 
 async def checked_target(url: str, allow_private: bool, resolver=resolve) -> tuple[str, str, str]:
     """(the URL to connect to, naming the checked address; the Host header; the TLS server name)."""
-    from ..reasoners.messages import BadRequest
-
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise BadRequest("the audio URL is not an http(s) URL")
@@ -114,10 +114,6 @@ async def checked_target(url: str, allow_private: bool, resolver=resolve) -> tup
 def format_of(url: str, raw: bytes) -> str:
     """The clip's format from its first bytes, else its URL's path (never its query), else WAV (the
     clip is then checked against it: a playlist or unknown bytes are refused)."""
-    from tools.decoders import sniff
-
-    from ..reasoners.messages import FORMATS
-
     found = sniff(raw[:64])
     if found in FORMATS:
         return found
@@ -130,8 +126,6 @@ async def fetch(
 ) -> bytes:
     """Remote audio, at most ``max_bytes``, whole within ``timeout_s`` (a 400 past either, when the fetch
     fails, or when a hop's host is not public and ``allow_private`` is off)."""
-    from ..reasoners.messages import BadRequest
-
     try:
         return await asyncio.wait_for(_fetch(url, max_bytes, allow_private, resolver, transport), timeout_s)
     except asyncio.TimeoutError:
@@ -140,8 +134,6 @@ async def fetch(
 
 async def _fetch(url: str, max_bytes: int, allow_private: bool, resolver, transport) -> bytes:
     import httpx
-
-    from ..reasoners.messages import BadRequest
 
     chunks: list[bytes] = []
     try:

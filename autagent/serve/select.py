@@ -7,6 +7,7 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
+from ..reasoners.messages import BadRequest, check_text
 from .limits import Refused
 from .protocol import SELECT_REQUEST, openapi_body
 from .service import Service
@@ -23,8 +24,6 @@ def add_select(app, service: Service) -> None:
 
 
 async def _handle(service: Service, body: dict):
-    from ..reasoners.messages import BadRequest, check_text
-
     plugin = service.plugin
     question = body.get("question", "")
     if not isinstance(question, str):

@@ -11,8 +11,12 @@ from dataclasses import dataclass, field
 
 from fastapi.responses import JSONResponse, StreamingResponse
 
-from .limits import AudioStore, Refused, SentClips, body_limit, read_json
+from tools.audio import AudioError
+
+from ..reasoners.messages import BadRequest, check_format, read_query
+from .limits import AudioStore, Refused, SentClips, body_limit, clip_seconds, read_json
 from .options import ServeOptions
+from .remote import fetch, format_of
 
 
 def internal_error(err: BaseException) -> str:
@@ -163,9 +167,6 @@ class Service:
             return result
 
     async def _query(self, body: dict, then):
-        from ..reasoners.messages import BadRequest
-        from .remote import fetch, format_of
-
         options = self.options
         query, result = await self._worker(self._read, body.get("messages"), body.get("choices"), then)
         if not query.remote:
@@ -196,8 +197,6 @@ class Service:
         """(query, ``then(query)``) of a clip sent in the request (a remote one: the query only)."""
         from pathlib import Path
 
-        from ..reasoners.messages import read_query
-
         options, store, sent = self.options, self.audio_store, self.sent_clips
         folder, limit = Path(options.audio_dir), options.max_audio_bytes
         hold = lambda raw, fmt: store.hold(raw, fmt, limit)  # noqa: E731
@@ -217,8 +216,6 @@ class Service:
         return self._checked(query, hit[2] if hit else None, found.get("key"), then)
 
     def _fetched(self, query, raw: bytes, fmt: str, then):
-        from ..reasoners.messages import check_format
-
         check_format(raw, fmt)
         query.audio = str(self.audio_store.hold(raw, fmt, self.options.max_audio_bytes))
         return self._checked(query, None, None, then)
@@ -226,11 +223,6 @@ class Service:
     def _checked(self, query, seconds: float | None, key: str | None, then):
         """The held clip checked (its length ``seconds`` when known), remembered under ``key``, and
         ``then(query)``; a refused clip is deleted, the clip let go if ``then`` fails."""
-        from tools.audio import AudioError
-
-        from ..reasoners.messages import BadRequest
-        from .limits import clip_seconds
-
         store = self.audio_store
         try:
             if seconds is None:
@@ -257,8 +249,6 @@ class Service:
         """``handler(body)`` once admitted (a 429 before anything is read when the service is full), the
         body read (within its deadline, in the queue: a slowly dripped body holds no slot) and a slot
         held; a streamed reply (:class:`HeldStream`) keeps the slot until its last line."""
-        from ..reasoners.messages import BadRequest
-
         options = self.options
         if self.admitted >= options.max_concurrency + options.max_queue:
             too_many = Refused(429, "too many requests: try again shortly", "rate_limit_error", {"Retry-After": "1"})

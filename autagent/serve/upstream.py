@@ -12,7 +12,12 @@ import time
 import uuid
 from pathlib import Path
 
+from ..data.sample import Sample
 from ..reasoners.json_limits import loads
+from ..reasoners.messages import BadRequest, read_query
+from ..reasoners.openai_compat import client, failure_name
+from .fields import split_for_sdk
+from .upstream_audio import for_upstream, has_audio
 
 
 class UpstreamError(RuntimeError):
@@ -36,8 +41,6 @@ class OpenAIUpstream:
         audio: str = "send",
         sample_rate: int = 0,
     ):
-        from ..reasoners.openai_compat import client
-
         self.base_url, self.model = base_url.rstrip("/"), model
         self.audio, self.sample_rate = audio, sample_rate
         """The clips sent (at ``sample_rate``, 0: as they came) or dropped (:mod:`.upstream_audio`)."""
@@ -56,16 +59,12 @@ class OpenAIUpstream:
         """The SDK's arguments: the request as it came, less our own ``choices`` field (not an OpenAI
         parameter), with the model name overridden when the service was told one, and the fields the
         SDK does not take (vLLM's ``top_k``...) in ``extra_body``."""
-        from .fields import split_for_sdk
-
         payload, extra = split_for_sdk({**body, "model": self.model} if self.model else body)
         return {**payload, "extra_body": extra} if extra else payload
 
     async def _payload(self, body: dict) -> dict:
         """The SDK's arguments (:meth:`_body`) less ``stream``, the clips as the upstream takes them (in a
         worker thread: decoding and resampling a clip is not for the event loop)."""
-        from .upstream_audio import for_upstream, has_audio
-
         payload = {k: v for k, v in self._body(body).items() if k != "stream"}
         messages = payload.get("messages")
         if isinstance(messages, list) and (self.audio == "drop" or self.sample_rate) and has_audio(messages):
@@ -74,8 +73,6 @@ class OpenAIUpstream:
 
     def _error(self, err: Exception) -> UpstreamError:
         import openai
-
-        from ..reasoners.openai_compat import failure_name
 
         if isinstance(err, openai.APIStatusError) and err.status_code in (401, 403, 407):
             return UpstreamError(f"the upstream refused the service's credentials (HTTP {err.status_code})")
@@ -141,9 +138,6 @@ class LocalReasoner:
         return f"{self.kind} (in process)"
 
     def _answer(self, body: dict) -> str:
-        from ..data.sample import Sample
-        from ..reasoners.messages import BadRequest, read_query
-
         store = self.store
         hold = (lambda raw, fmt: store.hold(raw, fmt, self.max_audio_bytes)) if store is not None else None
         query = read_query(body.get("messages"), body.get("choices"), self.audio_dir, self.max_audio_bytes, hold)

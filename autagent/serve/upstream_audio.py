@@ -16,6 +16,10 @@ import binascii
 import copy
 import io
 
+from tools.decoders import BLOCK_FRAMES, mixer
+
+from ..reasoners.messages import DATA_URL
+
 AUDIO_PARTS = ("input_audio", "audio_url")
 
 
@@ -49,8 +53,6 @@ def for_upstream(messages: list, mode: str, rate: int) -> list:
 
 
 def _resample_part(part: dict, rate: int) -> None:
-    from ..reasoners.messages import DATA_URL
-
     if part["type"] == "input_audio":
         holder = part.get("input_audio")
         data = holder.get("data") if isinstance(holder, dict) else None
@@ -71,8 +73,6 @@ def _at_rate(data, rate: int) -> str | None:
     not decodable here)."""
     import numpy as np
     import soundfile as sf
-
-    from tools.decoders import BLOCK_FRAMES, mixer
 
     try:
         raw = base64.b64decode(data, validate=True)

@@ -37,6 +37,7 @@ import numpy as np
 
 from .. import synth
 from ..loaders import write_mmau
+from ..progress import progress as tqdm
 from ..sample import Sample
 from . import listening
 from .describe import describe
@@ -175,8 +176,6 @@ def _make_one(args) -> dict:
 
 def generate(config: EmbeddedBenchmarkConfig, progress: bool = True) -> dict[str, Path]:
     """Write ``<root>/<split>.json`` (MMAU format) and the audio; idempotent for a given config."""
-    from ..progress import progress as tqdm
-
     root = Path(config.root)
     kinds = list(config.kinds) or list(KINDS)
     listening_kinds = list(config.listening_kinds) or list(listening.KINDS)

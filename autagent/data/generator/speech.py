@@ -14,10 +14,12 @@ from .kinds import (
     chord_name,
     chords_audio,
     event_audio,
+    melody_audio,
     near_or_far_item,
     other_options,
     pick_wording,
 )
+from .phrasings import PHRASINGS
 
 NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five")
 TIMES = ("never", "once", "twice", "three times", "four times", "five times")
@@ -216,7 +218,6 @@ def _bundles(pool: str, count: int = 4) -> list[tuple[int, list[tuple[str, objec
 def what_heard(ctx: Ctx) -> Item:
     """The same question and the same choices need ASR for a speech clip and chords for a chord clip."""
     k, options = ctx.pick(_bundles(ctx.pool))
-    from .phrasings import PHRASINGS
 
     question = PHRASINGS["what_heard"][ctx.pool][k % len(PHRASINGS["what_heard"][ctx.pool])]
     labels = [
@@ -310,8 +311,6 @@ def quote_tone(ctx: Ctx) -> Item:
 
 # ---- the gist: a coarse listen answers these -------------------------------------------------------------
 def _any_clip(ctx: Ctx, duration: float) -> tuple[np.ndarray, str]:
-    from .kinds import melody_audio
-
     kind = ctx.pick(["speech", "music", "sound"])
     if kind == "speech":
         return synth.fit(np.tile(say(ctx, ctx.pick(sentence_pool(ctx))), 3), duration), kind

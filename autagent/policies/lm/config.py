@@ -1,10 +1,13 @@
-"""The LM policy's settings (``policy.lm``); the GRPO hyper-parameters come from ``grpo:``."""
+"""The LM policy's settings (``policy.lm``): the model's and its trainer's own (learning rate, TRL's loss);
+the GRPO hyper-parameters both policies share come from ``grpo:`` (:mod:`autagent.policies.router.config`
+says why the split)."""
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
 
+LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo")
 DECODER_LINEARS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -83,6 +86,8 @@ class LMPolicyConfig:
     """Build a tiny random Qwen2-Audio at model_id when it is missing (CPU runs and tests)."""
     learning_rate: float = 1e-6
     """The paper's 1e-6."""
+    loss_type: str = "grpo"
+    """TRL's loss: grpo (the paper's, per-sequence mean), dapo, dr_grpo or bnpo."""
     per_device_train_batch_size: int = 8
     """Completions per device per micro-batch."""
     generation_batch_size: int = 8
@@ -134,6 +139,8 @@ class LMPolicyConfig:
             raise ValueError(
                 "policy.lm: learning_rate > 0, max_completion_length >= 1, per_device_train_batch_size >= 1"
             )
+        if self.loss_type not in LOSS_TYPES:
+            raise ValueError(f"policy.lm.loss_type must be one of {list(LOSS_TYPES)}, got {self.loss_type!r}")
         if self.generation_batch_size < 1 or self.eval_batch_size < 1:
             raise ValueError("policy.lm: generation_batch_size and eval_batch_size must be >= 1")
         if self.extra_args.get("use_vllm"):
@@ -143,7 +150,9 @@ class LMPolicyConfig:
                 "receives no audio and returns log-probabilities for text alone. Serve the reasoner with vLLM "
                 "instead (reasoner.kind: openai, docs/cluster.md)"
             )
-        reserved = {"loss_type", "scale_rewards", "num_generations", "beta", "epsilon", "temperature", "max_steps"}
+        if "loss_type" in self.extra_args:
+            raise ValueError("policy.lm.extra_args: set loss_type through policy.lm.loss_type instead")
+        reserved = {"scale_rewards", "num_generations", "beta", "epsilon", "temperature", "max_steps"}
         clash = sorted(reserved & set(self.extra_args))
         if clash:
             raise ValueError(

@@ -7,9 +7,12 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from ...data.sample import Sample
 from ...plugin.manifest import export_plugin
+from ...plugin.trust import PluginError
 from .config import LMPolicyConfig
 from .prompt import AGENT_PROMPT, agent_prompt, parse_selection, tool_list
+from .rollout import encode_prompts, generate_selections
 
 
 def export_lm(
@@ -82,8 +85,6 @@ def load_policy_model(directory: Path, config: LMPolicyConfig, dtype):
         return Qwen2AudioForConditionalGeneration.from_pretrained(directory, dtype=dtype)
     from peft import PeftModel
 
-    from ...plugin.trust import PluginError
-
     try:
         base = Qwen2AudioForConditionalGeneration.from_pretrained(config.model_id, dtype=dtype)
     except OSError as err:
@@ -133,9 +134,8 @@ class LMPlugin:
         tool (counted in ``invalid``)."""
         import torch
 
+        # looked up when called, not at import: a test patches it on its module
         from tools.audio import AudioError, load_audio
-
-        from .rollout import encode_prompts, generate_selections
 
         chosen: list[tuple[str, ...]] = [()] * len(samples)
         readable = []
@@ -167,8 +167,6 @@ class LMPlugin:
         return chosen
 
     def select(self, audio: str, question: str, choices=()) -> list[str]:
-        from ...data.sample import Sample
-
         query = Sample(id="query", audio=str(audio), question=question, choices=tuple(choices), answer="")
         return list(self.select_many([query])[0])
 
@@ -179,8 +177,6 @@ def check_encoders(manifest: dict) -> None:
 
 def open_plugin(directory: Path, manifest: dict, extra_tools=()) -> LMPlugin:
     if extra_tools:
-        from ...plugin.trust import PluginError
-
         raise PluginError(
             f"{directory}: an LM plugin selects among the tools it trained with; it cannot add {list(extra_tools)}"
         )

@@ -7,15 +7,18 @@ import os
 import time
 from pathlib import Path
 
+from ...reasoners.prompts import BASELINE, WITH_TOOLS
+from ...testing.tiny_models import build_tiny_qwen2_audio
+from .. import export_fields
 from .config import LMPolicyConfig
+from .plugin import LMPlugin, export_lm
+from .prompt import AGENT_PROMPT
+from .reward import ToolSelectionReward
+from .trainer import build_grpo_trainer
 
 
 def build_tiny_policy(directory: Path, seed: int = 0) -> Path:
     """A tiny random Qwen2-Audio whose tokenizer knows the agent's and the reasoner's prompts."""
-    from ...reasoners.prompts import BASELINE, WITH_TOOLS
-    from ...testing.tiny_models import build_tiny_qwen2_audio
-    from .prompt import AGENT_PROMPT
-
     return build_tiny_qwen2_audio(directory, seed, prompts=(BASELINE, WITH_TOOLS, AGENT_PROMPT))
 
 
@@ -44,11 +47,6 @@ def train(ctx, resume: bool = False):
     """Train with TRL on every rank; rank 0 exports the plugin.  Returns (plugin folder, summary,
     selector): on rank 0 the selector is the trained model already in memory, so evaluation loads no
     second copy; other ranks return ``(None, summary, None)``."""
-    from .. import export_fields
-    from .plugin import LMPlugin, export_lm
-    from .reward import ToolSelectionReward
-    from .trainer import build_grpo_trainer
-
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     config, lm = ctx.config, ctx.config.policy.lm
     train = ctx.splits.train

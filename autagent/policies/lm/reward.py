@@ -4,6 +4,8 @@ binary); a completion that does not parse gets ``invalid_reward`` and is counted
 
 from __future__ import annotations
 
+from rewards import get_reward
+
 from .prompt import parse_selection
 
 
@@ -11,8 +13,6 @@ class ToolSelectionReward:
     def __init__(
         self, samples_by_id: dict, pool, reasoner, kind: str, tool_cost: float, invalid_reward: float, tool_ids
     ):
-        from rewards import get_reward
-
         self.samples, self.pool, self.reasoner = samples_by_id, pool, reasoner
         self.tool_ids = tuple(tool_ids)
         self.score = get_reward(kind, tool_cost)

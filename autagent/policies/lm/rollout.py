@@ -10,11 +10,14 @@ from __future__ import annotations
 from contextlib import contextmanager
 
 from .config import LMPolicyConfig
+from .decoding import decoder_view, prompt_embeddings, static_cache_kwargs, under_autocast
+from .merged import merged_adapters
 from .prompt import AnswerGrammar
 
 
 def encode_prompts(processor, texts: list[str], audio_paths: list[str], max_seconds: float):
     """Chat-templated prompts with the clip, through the real Qwen2-Audio processor (left-padded)."""
+    # looked up when called, not at import: a test patches it on its module
     from tools.audio import load_audio
 
     sr = processor.feature_extractor.sampling_rate
@@ -41,8 +44,6 @@ def generate_selections(
     ``all`` calls Qwen2-Audio's own ``generate`` (logits at every prompt position).  Both sample from
     the same distribution with the same random draws; under ``bf16`` both compute in bf16."""
     import torch
-
-    from .decoding import decoder_view, prompt_embeddings, static_cache_kwargs, under_autocast
 
     tokenizer = processor.tokenizer
     # A sampled <|AUDIO|> would no longer match the clip's features in the log-probability pass.
@@ -165,8 +166,6 @@ def generation_mode(trainer, merge_adapters: bool = False):
     (``enable_input_require_grads``); under ``no_grad`` it does nothing, but dynamo cannot trace it and
     gave up compiling the decoding step (on an H100 the 8.40 B LoRA rollout decoded at 20 ms a step)."""
     from trl.models import unwrap_model_for_generation
-
-    from .merged import merged_adapters
 
     with unwrap_model_for_generation(
         trainer.model_wrapped,

@@ -11,7 +11,7 @@ Three things TRL does not do, each a small override:
   is computed under that same mask (:func:`.rollout.masked_logps`), so ratios and KL compare the
   distributions the completions were actually drawn from.
 
-The loss is TRL's ``grpo.loss_type`` (default ``grpo``, the paper's per-sequence mean), set
+The loss is TRL's ``policy.lm.loss_type`` (default ``grpo``, the paper's per-sequence mean), set
 explicitly because TRL's own default is ``dapo``.
 """
 
@@ -19,15 +19,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ..grpo import advantages as estimate_advantages
 from .config import LMPolicyConfig
+from .prompt import AnswerGrammar, agent_prompt
+from .rollout import generation_mode, grammar_allowed, make_rollout, masked_logps
+from .trl_contract import check
 
 
 def trainer_class():
     import torch
     from trl import GRPOTrainer
-
-    from ..grpo import advantages as estimate_advantages
-    from .trl_contract import check
 
     check(GRPOTrainer)  # the private methods overridden below, as this code expects them (trl_contract.OVERRIDDEN)
 
@@ -105,8 +106,6 @@ def grammar_logps(grammar, temperature: float, logits, ids, mask, logits_to_keep
     from; padding positions are 0, not -inf."""
     import torch
 
-    from .rollout import grammar_allowed, masked_logps
-
     completion = ids[:, -logits_to_keep:]
     rows = [row[m.bool()].tolist() for row, m in zip(completion, mask[:, -logits_to_keep:])]
     index, valid = grammar_allowed(grammar, rows, logits_to_keep)
@@ -135,8 +134,8 @@ def WarmUp(processor, lm: LMPolicyConfig, trainer):  # noqa: N802  (a class buil
 
     from transformers import TrainerCallback
 
+    # looked up when called, not at import: a test patches it on its module
     from .decoding import warm_up
-    from .rollout import generation_mode
 
     class _WarmUp(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):
@@ -206,7 +205,7 @@ def trl_args(config, lm: LMPolicyConfig, output_dir: Path):
         save_strategy="steps",
         logging_steps=lm.logging_steps,
         seed=config.seed,
-        loss_type=grpo.loss_type,
+        loss_type=lm.loss_type,
         scale_rewards="group",
         report_to=["wandb"] if config.logging.wandb and config.logging.wandb_mode != "disabled" else [],
         remove_unused_columns=False,
@@ -232,9 +231,6 @@ def build_grpo_trainer(
     weights on the GPU); None loads it from ``model_id``."""
     import datasets
     from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
-
-    from .prompt import AnswerGrammar, agent_prompt
-    from .rollout import make_rollout
 
     processor = AutoProcessor.from_pretrained(model_id)
     rows = [

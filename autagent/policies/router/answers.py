@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ...data.sample import Sample
+from .table import ask_within
 
 
 @dataclass
@@ -90,8 +91,6 @@ class AnswerSource:
     def _from_table(self, batch: list[Sample], subsets) -> list[list[str | None]]:
         """ŷ from the answer table; a draw outside it is asked (``outside: ask``, while the budget
         lasts, and kept in the table) or answered by the table's surrogate."""
-        from .table import ask_within
-
         table = self.table
         if self.outside == "ask" and self.budget is not None and not self.budget.exhausted:
             wanted = {(s.id, z): s for s, group in zip(batch, subsets) for z in group if not table.asked(s.id, z)}
@@ -110,7 +109,10 @@ class AnswerSource:
         reasoner's answers where asked, the surrogate's elsewhere), tool price included; and with
         ``unasked: excluded`` the ``[N, 2^T]`` mask of the asked subsets (else None).  Computed once."""
         if self.table is None:
-            raise ValueError("grpo.objective expected reads every subset's reward from an answer table: table.enabled")
+            raise ValueError(
+                "policy.router.objective expected reads every subset's reward from an answer table: "
+                "policy.router.table.enabled"
+            )
         if self._expected is None:
             ids = [s.id for s in samples]
             rewards = self.table.rewards(ids, reward_kind, tool_cost, self.signal)

@@ -28,14 +28,15 @@ import torch
 
 from rewards.scoring import is_correct
 
+from ..grpo import moved_key
 from .model import subset_ids
 
 GRID_KEYS = (
-    "grpo.learning_rate",
+    "policy.router.learning_rate",
     "grpo.steps",
     "grpo.beta",
-    "grpo.objective",
-    "grpo.credit",
+    "policy.router.objective",
+    "policy.router.credit",
     "grpo.group_size",
     "reward.tool_cost",
 )
@@ -47,8 +48,8 @@ class CrossValConfig:
     """Parts the training queries are cut into (0: no cross-validation; the config's settings train)."""
     grid: dict = field(default_factory=dict)
     """Dotted setting -> the values to try, e.g. ``{reward.tool_cost: [0.0, 0.01, 0.05]}``; every
-    combination is a candidate (settings: grpo.learning_rate, steps, beta, objective, credit, group_size
-    and reward.tool_cost, the training price)."""
+    combination is a candidate (settings: grpo.steps, beta, group_size; policy.router.learning_rate,
+    objective, credit; and reward.tool_cost, the training price)."""
     one_se: bool = False
     """Among candidates within one standard error of the best held-out reward, take the one that calls
     fewest tools (False: the best mean; the user's price already says what a call costs)."""
@@ -57,13 +58,17 @@ class CrossValConfig:
 
     def __post_init__(self):
         if self.folds == 1 or self.folds < 0:
-            raise ValueError(f"table.crossval.folds must be 0 (off) or >= 2, got {self.folds}")
+            raise ValueError(f"policy.router.table.crossval.folds must be 0 (off) or >= 2, got {self.folds}")
+        where = "policy.router.table.crossval.grid"
+        moved = [k for k in self.grid if moved_key(k)]
+        if moved:
+            raise ValueError(f"{where}: {moved[0]} moved to {moved_key(moved[0])} (the policy that reads it)")
         bad = [k for k in self.grid if k not in GRID_KEYS]
         if bad:
-            raise ValueError(f"table.crossval.grid: {bad} cannot be cross-validated; settings: {list(GRID_KEYS)}")
+            raise ValueError(f"{where}: {bad} cannot be cross-validated; settings: {list(GRID_KEYS)}")
         empty = [k for k, v in self.grid.items() if not isinstance(v, list) or not v]
         if empty:
-            raise ValueError(f"table.crossval.grid: {empty} must each map to a non-empty list of values")
+            raise ValueError(f"{where}: {empty} must each map to a non-empty list of values")
 
 
 def candidates(grid: dict) -> list[dict]:
@@ -73,9 +78,10 @@ def candidates(grid: dict) -> list[dict]:
 
 
 def apply(grpo, tool_cost: float, candidate: dict):
-    """(GRPOConfig, training price) with a candidate's overrides."""
-    grpo_changes = {k.split(".", 1)[1]: v for k, v in candidate.items() if k.startswith("grpo.")}
-    return dataclasses.replace(grpo, **grpo_changes), float(candidate.get("reward.tool_cost", tool_cost))
+    """(the trainer's :class:`~.config.RouterGRPOConfig`, training price) with a candidate's overrides: every
+    grid key but the price names one of its fields (``grpo.beta``, ``policy.router.credit``)."""
+    changes = {k.rsplit(".", 1)[1]: v for k, v in candidate.items() if k != "reward.tool_cost"}
+    return dataclasses.replace(grpo, **changes), float(candidate.get("reward.tool_cost", tool_cost))
 
 
 def held_out_figures(selector, features: torch.Tensor, samples, table, tool_ids, price: float) -> dict:

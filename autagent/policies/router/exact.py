@@ -1,4 +1,4 @@
-"""The exact objective over an answer table (``grpo.objective: expected``).
+"""The exact objective over an answer table (``policy.router.objective: expected``).
 
 GRPO estimates the gradient of the expected reward E_{z~π(·|x)}[r(x, z)] from G sampled subsets.  When
 the reward of *every* subset of a query is known (the answer table, and its surrogate for the subsets
@@ -21,7 +21,7 @@ from torch import nn
 def subset_matrix(num_tools: int) -> torch.Tensor:
     """``[2^T, T]`` 0/1 rows, in the order of :func:`autagent.policies.router.table.every_subset`."""
     if num_tools > 12:
-        raise ValueError(f"grpo.objective expected enumerates 2^T subsets: T <= 12 tools, got {num_tools}")
+        raise ValueError(f"policy.router.objective expected enumerates 2^T subsets: T <= 12 tools, got {num_tools}")
     rows = torch.cartesian_prod(*[torch.tensor([0.0, 1.0])] * num_tools) if num_tools > 1 else None
     return rows if rows is not None else torch.tensor([[0.0], [1.0]])
 

@@ -7,6 +7,9 @@ import re
 import numpy as np
 import torch
 
+from tools.audio import AudioError
+
+from ...reasoners.encoders import AudioEncoder, text_encoder
 from .model import CHOICE_STATS, INPUTS, RouterConfig
 
 NUMBER = re.compile(r"\d+(?:\.\d+)?")
@@ -41,8 +44,6 @@ class Featurizer:
     """(question, choices, audio path) -> the router's input vector; memoised per text and per audio content."""
 
     def __init__(self, config: RouterConfig):
-        from ...reasoners.encoders import AudioEncoder, text_encoder
-
         self.config = config
         self.inputs = tuple(x for x in INPUTS if x in config.inputs)
         self.text = text_encoder(config.text_model)
@@ -86,8 +87,6 @@ class Featurizer:
     def audio_profile(self, path: str) -> np.ndarray:
         """The clip's profile; a clip that cannot be read is all zeros (the router then decides from
         the text alone) and is counted in ``audio_errors``."""
-        from tools.audio import AudioError
-
         try:
             return self.audio.encode_path(path)
         except AudioError:
@@ -103,8 +102,6 @@ class Featurizer:
         return torch.from_numpy(self.text.encode(list(descriptions)))
 
     def describe(self) -> dict:
-        from ...reasoners.encoders import AudioEncoder
-
         return {
             "text": self.text.describe(),
             "audio": AudioEncoder.describe() if self.audio else None,

@@ -53,6 +53,7 @@ from torch import nn
 from .backoff import BackoffConfig
 from .familiarity import fit_bank, nearest
 from .layers import log1mexp, mlp
+from .prior import PriorScorer
 
 INPUTS = ("question", "choices", "audio")
 CHOICE_STATS = 5
@@ -200,8 +201,6 @@ class Router(nn.Module):
             self.net = mlp(input_dim, config.hidden, num_tools, config)
             return
         if config.scorer == "prior":
-            from .prior import PriorScorer
-
             self.net = PriorScorer(input_dim, config, num_tools, columns)
             return
         if config.scorer == "factored":

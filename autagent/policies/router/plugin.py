@@ -11,9 +11,11 @@ from safetensors.torch import load_file, save_file
 
 from tools import get_tool
 
+from ...data.sample import Sample
 from ...plugin.dial import Dial, apply_dial, recorded_seconds
 from ...plugin.manifest import export_plugin, read_manifest, write_manifest
 from ...plugin.trust import PluginError, file_digest
+from ...reasoners.encoders import AudioEncoder, text_encoder
 from .backoff import Backoff, BackoffConfig
 from .ensemble import build
 from .features import Featurizer
@@ -88,8 +90,6 @@ def backoff_entry(backoff: Backoff, summary: dict) -> dict:
 
 def check_encoders(manifest: dict) -> None:
     """The text and audio encoders installed here must be the very ones the plugin was trained on."""
-    from ...reasoners.encoders import AudioEncoder, text_encoder
-
     wanted = manifest.get("encoders") or {}
     here = {"text": text_encoder(None).describe(), "audio": AudioEncoder.describe() if wanted.get("audio") else None}
     for kind in ("text", "audio"):
@@ -207,8 +207,6 @@ class RouterPlugin:
         return apply_dial(self.ranked_many(samples), self.dial, self.seconds, self.tools)
 
     def select(self, audio: str, question: str, choices=()) -> list[str]:
-        from ...data.sample import Sample
-
         query = Sample(id="query", audio=str(audio), question=question, choices=tuple(choices), answer="")
         return list(self.select_many([query])[0])
 

@@ -3,8 +3,8 @@ cross-validation, GRPO, plugin export.
 
 * From scratch, or from a router plugin (``policy.init_from``, :mod:`.warm`): its routers start the
   policy and are GRPO's reference; its head and back-off travel into the new plugin.
-* With ``table.enabled`` (:mod:`.table`) the reasoner first answers a designed set of subsets per
-  training query, within ``table.budget`` distinct answers, and training reads those answers; dev
+* With ``policy.router.table.enabled`` (:mod:`.table`) the reasoner first answers a designed set of subsets
+  per training query, within ``table.budget`` distinct answers, and training reads those answers; dev
   queries are then not asked (they would spend the budget): ``table.crossval`` chooses settings on the
   training queries instead (:mod:`.crossval`).
 * Otherwise GRPO asks the reasoner every new (query, subset) it draws, as the paper does.
@@ -23,11 +23,14 @@ from tools import get_tool
 from ...data.progress import progress as tqdm
 from .. import export_fields
 from .answers import AnswerSource
+from .backoff_fit import fit_backoff
+from .config import RouterGRPOConfig
 from .costs import tool_seconds, tool_values
 from .crossval import apply, candidates, cross_validate
 from .ensemble import RouterEnsemble
 from .features import Featurizer
 from .model import Router, RouterConfig
+from .plots import member_step_seconds, plot_training
 from .plugin import export_router
 from .table import AnswerTable, Budget
 from .train import RouterTrainer, TrainingRun
@@ -38,7 +41,7 @@ from .zero_shot import DescriptionHead
 def fill_table(ctx, samples) -> tuple[AnswerTable, Budget, dict]:
     """The training queries' answer table, asked within the run's budget (what a stopped run spent is
     read back from ``budget.json``), and what it cost."""
-    cfg = ctx.config.table
+    cfg = ctx.config.policy.router.table
     budget = Budget(cfg.budget, ctx.run_dir / "budget.json")
     table = AnswerTable(samples, ctx.tool_ids, cfg.design)
     bar = tqdm(total=len(samples), desc="answer table", unit="query", disable=not ctx.config.logging.progress)
@@ -68,8 +71,8 @@ def fill_table(ctx, samples) -> tuple[AnswerTable, Budget, dict]:
     )
     if not table.items:
         raise ValueError(
-            f"table.budget {cfg.budget}: no training query got its whole design of {len(table.design)} answers; "
-            "raise the budget"
+            f"policy.router.table.budget {cfg.budget}: no training query got its whole design of "
+            f"{len(table.design)} answers; raise the budget"
         )
     return table, budget, summary
 
@@ -93,7 +96,7 @@ class PolicyStart:
         config, source = ctx.config, None
         if config.policy.init_from:
             source = load_warm_start(config.policy.init_from.format(seed=config.seed), ctx.tool_ids)
-        router_config = source.config if source else config.policy.router
+        router_config = source.config if source else config.policy.router.model()
         members = len(source.members) if source else router_config.ensemble
         featurizer = source.featurizer if source else Featurizer(router_config)
         descriptions = featurizer.tool_descriptions([get_tool(t).description for t in ctx.tool_ids])
@@ -119,7 +122,7 @@ class PolicyStart:
 
 @dataclass
 class Queries:
-    """The training queries, their features and where their answers come from: with ``table.enabled`` the
+    """The training queries, their features and where their answers come from: with ``policy.router.table.enabled`` the
     answer table (filled within its budget, only the queries that got their whole design), else the reasoner
     asked as GRPO draws; dev queries (features, samples) only without a table, which they would spend."""
 
@@ -132,7 +135,7 @@ class Queries:
 
     def answers(self) -> AnswerSource:
         """A fresh source for one trainer (its own y_base, memo and counters)."""
-        cfg = self.ctx.config.table
+        cfg = self.ctx.config.policy.router.table
         return AnswerSource(
             self.ctx.reasoner,
             self.ctx.records,
@@ -151,8 +154,8 @@ def train(ctx, resume: bool = False) -> tuple[Path, dict, None]:
     start = PolicyStart.of(ctx)
     torch.manual_seed(start.seed(0))  # as before ensembles: a single router's draws are unchanged
     queries, summary = training_queries(ctx, start.featurizer)
-    grpo, price = ctx.config.grpo, ctx.config.reward.tool_cost
-    if queries.table is not None and ctx.config.table.crossval.folds:
+    grpo, price = RouterGRPOConfig.join(ctx.config.grpo, ctx.config.policy.router), ctx.config.reward.tool_cost
+    if queries.table is not None and ctx.config.policy.router.table.crossval.folds:
         grpo, price, summary["crossval"] = choose_settings(ctx, start, queries)
     runs = train_members(ctx, start, queries, grpo, price, resume)
     summary.update(run_summary(ctx, start, runs, queries.budget, price))
@@ -163,9 +166,10 @@ def train(ctx, resume: bool = False) -> tuple[Path, dict, None]:
 
 
 def training_queries(ctx, featurizer: Featurizer) -> tuple[Queries, dict]:
-    """The run's :class:`Queries` (the answer table filled first with ``table.enabled``) and its summary."""
+    """The run's :class:`Queries` (the answer table filled first with ``policy.router.table.enabled``) and its
+    summary."""
     samples, summary, table, budget, dev = ctx.splits.train, {}, None, None, None
-    if ctx.config.table.enabled:
+    if ctx.config.policy.router.table.enabled:
         table, budget, summary["table"] = fill_table(ctx, samples)
         kept = set(table.items)
         samples = [s for s in samples if s.id in kept]
@@ -178,9 +182,10 @@ def training_queries(ctx, featurizer: Featurizer) -> tuple[Queries, dict]:
 def choose_settings(ctx, start: PolicyStart, queries: Queries) -> tuple:
     """Cross-validation on the training queries (:mod:`.crossval`): the chosen (grpo, price) and its record."""
     config, features, samples = ctx.config, queries.features, queries.samples
+    base = RouterGRPOConfig.join(config.grpo, config.policy.router)
 
     def train_candidate(index, candidate):
-        candidate_grpo, candidate_price = apply(config.grpo, config.reward.tool_cost, candidate)
+        candidate_grpo, candidate_price = apply(base, config.reward.tool_cost, candidate)
         routers = []
         for m in range(start.members):
             torch.manual_seed(start.seed(m))
@@ -190,7 +195,7 @@ def choose_settings(ctx, start: PolicyStart, queries: Queries) -> tuple:
             routers.append(router)
         return routers[0] if start.members == 1 else RouterEnsemble(routers)
 
-    crossval = config.table.crossval
+    crossval = config.policy.router.table.crossval
     total = len(candidates(crossval.grid)) * crossval.folds
     bar = tqdm(total=total, desc="cross-validation", disable=not config.logging.progress)
     try:
@@ -199,7 +204,7 @@ def choose_settings(ctx, start: PolicyStart, queries: Queries) -> tuple:
         )
     finally:
         bar.close()
-    grpo, price = apply(config.grpo, config.reward.tool_cost, found["chosen"])
+    grpo, price = apply(base, config.reward.tool_cost, found["chosen"])
     torch.manual_seed(start.seed(0))
     return grpo, price, found
 
@@ -290,12 +295,9 @@ def after_training(ctx, plugin_dir: Path, summary: dict, phases) -> None:
     training plot (``training.png``)."""
     config = ctx.config
     if config.policy.router.backoff and not config.policy.init_from:
-        from .backoff_fit import fit_backoff
-
         with phases("back-off fit"):
             fitted = fit_backoff(plugin_dir, ctx.splits.train, ctx.splits.dev, config.policy.router.backoff)
         summary["backoff"] = {k: v for k, v in fitted.items() if k != "curve"}
-    from .plots import plot_training
 
     with phases("training plot"):
         plot_training(ctx.run_dir / "train_log.jsonl", ctx.run_dir / "training.png", ctx.tool_ids)
@@ -303,6 +305,4 @@ def after_training(ctx, plugin_dir: Path, summary: dict, phases) -> None:
 
 def member_seconds(ctx) -> list[float]:
     """Seconds of each member's GRPO steps, from their training logs."""
-    from .plots import member_step_seconds
-
     return member_step_seconds(ctx.run_dir, ctx.config.policy.router.ensemble)

@@ -74,17 +74,19 @@ class TableConfig:
     def __post_init__(self):
         unknown = [d for d in self.design if d not in DESIGNS]
         if unknown or "empty" not in self.design:
-            raise ValueError(f"table.design must hold 'empty' and any of {list(DESIGNS)}, got {self.design}")
+            raise ValueError(
+                f"policy.router.table.design must hold 'empty' and any of {list(DESIGNS)}, got {self.design}"
+            )
         if self.budget is not None and (not isinstance(self.budget, int) or self.budget < 1):
-            raise ValueError(f"table.budget must be a positive integer or null, got {self.budget!r}")
+            raise ValueError(f"policy.router.table.budget must be a positive integer or null, got {self.budget!r}")
         if self.outside not in OUTSIDE:
-            raise ValueError(f"table.outside must be one of {list(OUTSIDE)}, got {self.outside!r}")
+            raise ValueError(f"policy.router.table.outside must be one of {list(OUTSIDE)}, got {self.outside!r}")
         if self.unasked not in UNASKED:
-            raise ValueError(f"table.unasked must be one of {list(UNASKED)}, got {self.unasked!r}")
+            raise ValueError(f"policy.router.table.unasked must be one of {list(UNASKED)}, got {self.unasked!r}")
         if self.budget_counts not in ("asked", "used"):
-            raise ValueError(f"table.budget_counts must be 'asked' or 'used', got {self.budget_counts!r}")
+            raise ValueError(f"policy.router.table.budget_counts must be 'asked' or 'used', got {self.budget_counts!r}")
         if self.items_per_call < 1:
-            raise ValueError(f"table.items_per_call must be >= 1, got {self.items_per_call}")
+            raise ValueError(f"policy.router.table.items_per_call must be >= 1, got {self.items_per_call}")
 
 
 def designed_subsets(tool_ids, design) -> list[Subset]:

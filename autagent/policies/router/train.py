@@ -30,9 +30,13 @@ from safetensors.torch import load_file, save_file
 from rewards import get_reward
 from rewards.scoring import is_correct
 
+from ...data.progress import progress as tqdm
 from ...data.sample import Sample
-from ..grpo import GRPOConfig, advantages, grpo_loss
+from ...reasoners.base import ask_with_records
+from ..grpo import advantages, grpo_loss
 from .answers import AnswerSource, TrainCounters
+from .config import RouterGRPOConfig
+from .exact import expected_loss, subset_matrix
 from .model import Router, drop_inputs, subset_ids
 
 
@@ -64,7 +68,7 @@ class RouterTrainer:
         features: torch.Tensor,
         samples: list[Sample],
         answers: AnswerSource,
-        grpo: GRPOConfig,
+        grpo: RouterGRPOConfig,
         reward_kind: str = "differential",
         tool_cost: float = 0.0,
         seed: int = 0,
@@ -193,8 +197,6 @@ class RouterTrainer:
 
     def expected_step(self) -> dict:
         """One step of the exact objective (:mod:`.exact`) on the step's batch of queries."""
-        from .exact import expected_loss, subset_matrix
-
         started = time.perf_counter()
         cfg = self.cfg
         index = self.batch_indices(self.step)
@@ -225,8 +227,6 @@ class RouterTrainer:
         }
 
     def dev_accuracy(self) -> dict:
-        from ...reasoners.base import ask_with_records
-
         feats, samples = self.run.dev
         subsets = [subset_ids(row, self.tool_ids) for row in self.policy.select(feats)]
         replies = ask_with_records(self.answers.reasoner, samples, self.answers.records, subsets)
@@ -236,8 +236,6 @@ class RouterTrainer:
         }
 
     def train(self, resume: bool = False) -> list[dict]:
-        from ...data.progress import progress as tqdm
-
         if resume:
             self.load_latest()
         elif self.run_dir is not None and (self.run_dir / "checkpoints").exists():
@@ -248,7 +246,10 @@ class RouterTrainer:
         if self.run_dir is not None:
             self.run_dir.mkdir(parents=True, exist_ok=True)
         if self.cfg.objective == "expected" and self.answers.table is None:
-            raise ValueError("grpo.objective expected reads every subset's reward from an answer table: table.enabled")
+            raise ValueError(
+                "policy.router.objective expected reads every subset's reward from an answer table: "
+                "policy.router.table.enabled"
+            )
         if self.step < self.cfg.steps:  # a zero-step run (a warm start exported as it is) asks nothing
             self.answers.baseline(self.samples)
         history, run = [], self.run

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 
+from ..config import LoRAConfig
 from .arithmetic import GB, PHASES, Plan, Setup, plan_of, plan_training
 from .terms import headroom
 
@@ -28,8 +29,6 @@ def alternatives(setup: Setup) -> list[tuple[str, Setup]]:
     if not setup.checkpointing:
         out.append(("policy.lm.gradient_checkpointing: true", dataclasses.replace(setup, checkpointing=True)))
     if setup.lora_parameters is None:
-        from ..config import LoRAConfig
-
         lora = LoRAConfig()
         changed = dataclasses.replace(setup, lora_parameters=setup.arch.lora_parameters(lora), lora=lora)
         out.append(("policy.lm.lora: {r: 16} (LoRA)", changed))
