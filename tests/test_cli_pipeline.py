@@ -545,3 +545,30 @@ def test_data_validate_checks_what_eval_needs_and_eval_names_the_rows_it_could_n
     assert f"row 3 (missing): field 'audio': {tmp_path / 'missing.wav'}: file not found" in out
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
     assert metrics["methods"]["no_tool"]["n"] == 7 and metrics["methods"]["no_tool"]["official"]["n"] == 3
+
+
+def test_a_resumed_sweep_evaluates_a_run_finished_before_the_keys_moved(tmp_path, monkeypatch):
+    """A sweep run finished by an earlier version left its config in keys this version refuses (``table:``,
+    ``grpo.credit``); ``--resume`` adding a test set writes the run's config again before ``autagent eval``
+    reads it, instead of failing on the old one."""
+    import subprocess
+
+    import autagent.recipes.sweep as sweep
+    from autagent.config import load_config
+
+    config = load_config("experiments/embedded_main.yaml", {"output_dir": str(tmp_path), "name": "old-s0"})
+    old = tmp_path / "configs" / "old-s0.yaml"
+    old.parent.mkdir(parents=True)
+    old.write_text("name: old-s0\ntable: {enabled: false}\ngrpo: {credit: tool}\n")
+    read = []
+
+    def evaluate(command, check):
+        read.append(load_config(command[command.index("--config") + 1]))  # what autagent eval would load
+        out = Path(command[command.index("--out") + 1])
+        out.mkdir(parents=True)
+        (out / "metrics.json").write_text(json.dumps({"methods": {}}))
+        return subprocess.CompletedProcess(command, 0)
+
+    monkeypatch.setattr(sweep.subprocess, "run", evaluate)
+    assert sweep.also_test_in_own_process(config, "draw7", {"data.benchmark.seed": 7}) == {"methods": {}}
+    assert read[0].policy.router.credit == "tool" and read[0].name == "old-s0"

@@ -116,11 +116,15 @@ def curve_summary(curves: list[dict]) -> dict:
 
 def also_test_in_own_process(config, name: str, overrides: dict) -> dict:
     """The run's plugin, unchanged, on another test set (``autagent eval`` with ``overrides``) in a fresh
-    process, into ``<run>/also/<name>/`` (kept: a finished one is read back)."""
+    process, into ``<run>/also/<name>/`` (kept: a finished one is read back).  The run's config is written
+    again first: a run finished by an earlier version (a ``--resume`` that adds a test set) may have left
+    one in keys this version refuses."""
     out = config.run_dir / "also" / name
     done = out / "metrics.json"
     if not done.exists():
         path = Path(config.output_dir) / "configs" / f"{config.name}.yaml"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        save_config(config, path)
         command = [sys.executable, "-m", "autagent.cli", "eval", "--config", str(path), "--out", str(out)]
         command += ["--plugin", str(config.run_dir / "plugin")]
         for key, value in overrides.items():

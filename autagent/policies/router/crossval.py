@@ -112,7 +112,7 @@ def cross_validate(config: CrossValConfig, samples, features, table, train, tool
     if len(folds) < 2:  # a held-out fold would leave nothing to train on
         raise CrossValidationError(
             f"cross-validation needs at least 2 training queries the answer table holds whole, it holds "
-            f"{len(samples)}: raise table.budget or set table.crossval.folds: 0"
+            f"{len(samples)}: raise policy.router.table.budget or set policy.router.table.crossval.folds: 0"
         )
     rows = []
     for candidate in candidates(config.grid):
