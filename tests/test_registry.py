@@ -45,6 +45,10 @@ def test_registry_holds_the_papers_tools_then_speakers():
     assert ids[:7] == ["asr", "emotion", "chords", "tempo", "pitch", "sound_events", "speakers"]
     assert PAPER_TOOLS == tuple(ids[:6]) and resolve(None) == PAPER_TOOLS
     assert [get_tool(t).label for t in ids[:7]] == [f"T{i} {t}" for i, t in enumerate(ids[:7], start=1)]
+    from tools.registry import label_of
+
+    # plots and reports label a tool by its label, and an old record's unknown tool by its id
+    assert label_of("tempo") == "T4 tempo" and label_of("whisper") == "whisper"
     from tools.registry import ToolRegistryError
 
     with pytest.raises(ToolRegistryError, match="unregistered tools \\['whisper'\\]"):

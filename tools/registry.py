@@ -128,6 +128,15 @@ def get_tool(tool_id: str) -> ToolSpec:
         raise UnknownToolError(f"unknown tool {tool_id!r}; registered tools: {', '.join(sorted(_tools))}") from None
 
 
+def label_of(tool_id: str) -> str:
+    """The tool's label for plots and reports (``Tempo (BPM)``), its id when it is not registered: a
+    record read from an old run may name a tool this install does not have."""
+    try:
+        return get_tool(tool_id).label
+    except KeyError:
+        return tool_id
+
+
 def registered() -> list[ToolSpec]:
     """Every registered tool: the paper's first, in the paper's order, then the rest by id."""
     ensure_loaded()

@@ -7,17 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from .report import label, reasoner_title, tool_label, wilson
+from tools.registry import label_of
 
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
+from ..plotting import pyplot
+from .report import label, reasoner_title, wilson
 
 GROUPS = (  # (colour, legend) of a method's bar
     ("tab:red", "AuTAgent (the trained policy)"),
@@ -37,14 +30,14 @@ def plot_accuracy(metrics: dict, path: Path) -> None:
 def _save(fig, path: Path, dpi: int) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=dpi)
-    _pyplot().close(fig)
+    pyplot().close(fig)
 
 
 def accuracy_figure(metrics: dict):
     """A bar per method, its 95 % Wilson interval as an error bar, coloured by kind (legend above)."""
     from matplotlib.patches import Patch
 
-    plt = _pyplot()
+    plt = pyplot()
     names, n = list(metrics["methods"]), metrics["n"]
     values = [100 * metrics["methods"][m]["accuracy"] for m in names]
     bounds = [wilson(v / 100, n) for v in values]
@@ -81,7 +74,7 @@ def accuracy_figure(metrics: dict):
 
 def plot_tool_calls(metrics: dict, path: Path) -> None:
     """Calls per tool for each selector, grouped by tool; the legend sits above the bars, never on them."""
-    plt = _pyplot()
+    plt = pyplot()
     tools = metrics.get("tools") or []
     names = [n for n in ("random", "all_tools", "tools_desc", "oracle_subsets", "policy") if n in metrics["methods"]]
     fig, ax = plt.subplots(figsize=(8, 4.2))
@@ -91,7 +84,7 @@ def plot_tool_calls(metrics: dict, path: Path) -> None:
         ax.bar([i + k * width for i in range(len(tools))], [calls.get(t, 0) for t in tools], width, label=label(name))
     ax.set_xticks(
         [i + 0.4 - width / 2 for i in range(len(tools))],
-        [tool_label(t) for t in tools],
+        [label_of(t) for t in tools],
         rotation=30,
         ha="right",
         fontsize=8,
@@ -111,7 +104,7 @@ def plot_cost_curve(metrics: dict, path: Path) -> None:
     curve = metrics.get("cost_curve")
     if not curve:
         return
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6, 4))
     xs = [p["avg_tools"] for p in curve["plugin"]]
     ax.plot(xs, [100 * p["accuracy"] for p in curve["plugin"]], "o-", color="tab:red", label="plugin: K most probable")

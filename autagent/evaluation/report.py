@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 
-from tools.registry import get_tool
+from tools.registry import label_of
 
 from .phases import table as phase_table
 
@@ -35,16 +35,9 @@ SMALL_SAMPLE = 100
 """Below this many questions the report warns that its differences are mostly noise."""
 
 
-def tool_label(tool: str) -> str:
-    try:
-        return get_tool(tool).label
-    except KeyError:
-        return tool
-
-
 def label(name: str) -> str:
     if name.startswith("single:"):
-        return tool_label(name.split(":", 1)[1])
+        return label_of(name.split(":", 1)[1])
     return LABELS.get(name, name)
 
 

@@ -6,24 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tools.registry import get_tool
+from tools.registry import label_of
 
-
-def _pyplot():
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def tool_label(tool: str) -> str:
-    try:
-        return get_tool(tool).label
-    except KeyError:
-        return tool
-
+from ...plotting import pyplot
 
 TRAINING_CURVES = (  # (panel title, [(label, log keys tried in order)])
     ("reward", [("mean reward", ("reward_mean", "reward"))]),
@@ -95,7 +80,7 @@ def plot_training(log: Path, path: Path, tools) -> None:
 
 def training_figure(logs: list[list[dict]], tools):
     """:func:`plot_training`'s figure of each router's logged steps (router 0's first)."""
-    plt = _pyplot()
+    plt = pyplot()
     rows = logs[0]
     panels = [(t, c) for t, c in TRAINING_CURVES if any(any(k in r for r in rows for k in keys) for _, keys in c)]
     tools = [t for t in tools if any(f"tool_share/{t}" in r for r in rows)]
@@ -120,7 +105,7 @@ def training_figure(logs: list[list[dict]], tools):
         for m, router_rows in enumerate(logs):
             _curve(ax, router_rows, (f"tool_share/{tool}",), window, "C2", ROUTER_STYLES[m % 4], None)
         ax.set_ylim(0, 1)
-        ax.set_title(f"{tool_label(tool)}: share of subsets calling it", fontsize=8)
+        ax.set_title(f"{label_of(tool)}: share of subsets calling it", fontsize=8)
         ax.set_xlabel("step", fontsize=7)
         ax.set_ylabel("share", fontsize=7)
         ax.tick_params(labelsize=7)
