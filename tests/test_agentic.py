@@ -304,6 +304,7 @@ def test_eval_runs_the_agentic_methods_and_with_no_rounds_agentic_answers_as_the
         "tools.executor": "local",
         "eval.methods": ["policy", "agentic", "agentic_only"],
         "eval.plots": False,
+        "eval.cost_curve": False,  # the dial's curve is tests/test_dial.py's: here it cost 69 of 87 s
         "eval.agentic.audio_dir": str(tmp_path / "audio"),
     }
     config = load_config(None, overrides)
