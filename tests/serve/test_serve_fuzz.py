@@ -39,6 +39,21 @@ bounded memos and caches filling up to their bounds)."""
 POOLS = ("work", "stream", "other")
 
 
+def fuzz_settings(examples: int):
+    """hypothesis's settings for every fuzzer here: derandomized (the same draws on every run, so a count
+    asserted on them is not luck), no deadline and no example database (a run on CI is a fresh machine)."""
+    from hypothesis import HealthCheck, Phase, settings
+
+    return settings(
+        max_examples=examples,
+        deadline=None,
+        database=None,
+        derandomize=True,
+        phases=[Phase.generate],
+        suppress_health_check=list(HealthCheck),
+    )
+
+
 def _clip(seed: int, seconds: float = 0.3, rate: int = 16000) -> bytes:
     """A distinct short clip (a tone whose pitch and noise depend on ``seed``) as WAV bytes."""
     import soundfile as sf
@@ -58,7 +73,7 @@ def tempo_plugin(tmp_path_factory):
 
 def test_the_api_fuzzer_finds_no_response_of_500_or_more(tempo_plugin, tmp_path):
     import schemathesis
-    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import given
     from hypothesis import strategies as st
     from hypothesis.errors import Unsatisfiable
 
@@ -100,17 +115,10 @@ def test_the_api_fuzzer_finds_no_response_of_500_or_more(tempo_plugin, tmp_path)
 
     def hostile_nesting(session) -> None:
         """Deeply nested bodies, sent as text (a client's ``json.dumps`` would recurse as deep)."""
-        from hypothesis import HealthCheck, Phase, given, settings
+        from hypothesis import given
         from hypothesis import strategies as st
 
-        @settings(
-            max_examples=60,
-            deadline=None,
-            database=None,
-            derandomize=True,
-            phases=[Phase.generate],
-            suppress_health_check=list(HealthCheck),
-        )
+        @fuzz_settings(60)
         @given(nested=deep, path=st.sampled_from(["/v1/chat/completions", "/v1/select"]))
         def call(nested, path):
             body = f'{{"model": "m", "messages": {nested}}}' if "chat" in path else f'{{"question": {nested}}}'
@@ -131,14 +139,7 @@ def test_the_api_fuzzer_finds_no_response_of_500_or_more(tempo_plugin, tmp_path)
                 for mode in (schemathesis.GenerationMode.POSITIVE, schemathesis.GenerationMode.NEGATIVE):
                     examples = per_operation.get(operation.method.upper(), 60) // 2
 
-                    @settings(
-                        max_examples=examples,
-                        deadline=None,
-                        database=None,
-                        derandomize=True,
-                        phases=[Phase.generate],
-                        suppress_health_check=list(HealthCheck),
-                    )
+                    @fuzz_settings(examples)
                     @given(
                         case=operation.as_strategy(generation_mode=mode),
                         use=st.integers(0, 5),
@@ -233,7 +234,7 @@ def _event_strategy(max_event_bytes: int, secret: str):
 
 def test_the_realtime_fuzz_leaves_every_session_and_the_service_up(tempo_plugin, tmp_path):
     from helpers.realtime import SESSION, Client
-    from hypothesis import HealthCheck, Phase, given, settings
+    from hypothesis import given
     from hypothesis import strategies as st
     from websockets.sync.client import connect
 
@@ -248,14 +249,7 @@ def test_the_realtime_fuzz_leaves_every_session_and_the_service_up(tempo_plugin,
     secret.write_bytes(_clip(7))
     cpu = CpuMeter()
 
-    @settings(  # derandomized: the same 100 sessions on every run, so the counts below are not luck
-        max_examples=100,
-        deadline=None,
-        database=None,
-        derandomize=True,
-        phases=[Phase.generate],
-        suppress_health_check=list(HealthCheck),
-    )
+    @fuzz_settings(100)  # derandomized: the same 100 sessions on every run, so the counts below are not luck
     @given(
         configure=st.booleans(),
         frames=st.lists(_event_strategy(options.max_event_bytes, str(secret)), min_size=1, max_size=12),
