@@ -117,7 +117,7 @@ def main(argv=None) -> None:
     args = parser.parse_args(argv)
 
     from autagent.api import load, run_tools
-    from autagent.cli import _overrides
+    from autagent.cli import overrides
     from autagent.config import load_config
     from autagent.data.labelled import load_labelled
     from autagent.plugin.manifest import read_manifest
@@ -127,7 +127,7 @@ def main(argv=None) -> None:
     from autagent.reasoners.tool_loop import AgenticRun, build_caller
     from autagent.recipes.run import load_splits, tool_records
 
-    config = load_config(args.config, _overrides(args.set))
+    config = load_config(args.config, overrides(args.set))
     config.tools.executor = "local"  # records come from the tool cache
     config.tools, _ = run_tools(config.tools, read_manifest(args.plugins[0]))
     tool_ids = config.tools.tool_ids

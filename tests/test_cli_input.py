@@ -145,7 +145,7 @@ def test_help_names_every_subcommand_and_has_no_rst_markup(capsys):
 
 
 def test_the_command_line_starts_without_a_third_party_import():
-    """cli.py imports the package's modules inside each subcommand (its docstring says why): importing it
+    """autagent.cli imports the package's modules inside each subcommand (its docstring says why): importing it
     loads the standard library and ``autagent`` alone, so ``--help`` and a bad flag answer at once."""
     import subprocess
     import sys

@@ -388,7 +388,7 @@ def test_every_experiment_config_loads():
 
 
 def test_accelerate_relaunch_command(monkeypatch):
-    from autagent.cli import accelerate_command
+    from autagent.cli.commands import accelerate_command
     from autagent.config import load_config
 
     monkeypatch.delenv("LOCAL_RANK", raising=False)

@@ -74,7 +74,8 @@ def test_serve_logs_one_access_line_per_request_unless_quiet(quiet, capfd):
     from starlette.responses import JSONResponse
     from starlette.routing import Route
 
-    from autagent.cli import build_parser, serve_log_config
+    from autagent.cli import build_parser
+    from autagent.cli.serving import serve_log_config
 
     assert build_parser().parse_args(["serve", "--quiet"]).quiet
     app = Starlette(routes=[Route("/health", lambda request: JSONResponse({"ok": True}))])

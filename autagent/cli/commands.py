@@ -1,0 +1,360 @@
+"""The subcommands that train, evaluate and use a plugin (``tools``, ``data``, ``train``, ``adapt``, ``eval``,
+``select``, ``answer``, ``plugin``, ``check-selection``, ``plan``, ``sweep``, ``report``); the serving ones are
+:mod:`.serving`'s.  Each imports what it runs inside itself: see :mod:`autagent.cli`."""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+from .common import config_of, overrides, print_json
+
+
+def cmd_tools_run(args) -> int:
+    from tools import parse_tool_list
+    from tools.pool import ToolPool
+
+    from ..oneoff import check_clip
+
+    config = config_of(args)
+    audio = check_clip(args.audio, config.tools.max_seconds)  # a bad clip or tool id: one line, before Ray starts
+    tools = parse_tool_list(args.tools, config.tools.tool_ids)
+    if args.executor:
+        config.tools.executor = args.executor
+    if args.no_cache:
+        config.tools.cache_dir = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"autagent-nocache-{os.getpid()}")
+    pool = ToolPool(config.tools)
+    records = pool.run(audio, tools)
+    print_json(list(records.values()))
+    return 1 if all("error" in r for r in records.values()) else 0
+
+
+def cmd_tools_list(args) -> int:
+    from tools import registry
+
+    config = config_of(args)
+    scored: dict[str, str] = {}
+    if args.plugin:  # what the plugin has learned, and what it would score from a description alone
+        from ..api import run_tools
+        from ..plugin.manifest import read_manifest
+
+        manifest = read_manifest(args.plugin)
+        config.tools, extra = run_tools(config.tools, manifest)
+        scored = {t["id"]: "learned" for t in manifest["tools"]} | {t: "zero-shot" for t in extra}
+    enabled = config.tools.tool_ids
+    rows = [
+        {
+            "id": s.id,
+            "label": s.label,
+            "enabled": s.id in enabled,
+            "origin": registry.origin(s.id),
+            "domains": list(s.domains),
+            "backends": {p: b.name for p, b in s.backends.items()},
+            "output": s.output,
+            "description": s.description,
+            **({"plugin": scored.get(s.id, "not scored")} if args.plugin else {}),
+        }
+        for s in registry.registered()
+    ]
+    print_json({"tools": rows, "enabled": list(enabled), "load_errors": registry.load_errors})
+    return 0
+
+
+def cmd_tools_precompute(args) -> int:
+    from tools import parse_tool_list
+    from tools.pool import ToolPool
+
+    from ..data.loaders import load
+
+    config = config_of(args)
+    loaded = load(args.manifest, args.format)
+    pool = ToolPool(config.tools)
+    paths = sorted({s.audio for s in loaded.scorable})
+    results = pool.run_many(paths, parse_tool_list(args.tools, config.tools.tool_ids), progress=True)
+    errors = [(r["tool"], r["error"]) for rs in results for r in rs.values() if "error" in r]
+    for tool, error in errors[:20]:
+        print(f"error: {tool}: {error}", file=sys.stderr)
+    print_json(
+        {
+            "rows": loaded.rows,
+            "clips": len(paths),
+            "computed": pool.computed,
+            "cache_hits": pool.cache.hits,
+            "errors": len(errors),
+            "errors_by_tool": pool.errors,
+            "unscorable_rows": len(loaded.rejected),
+            "cache_dir": config.tools.cache_dir,
+        }
+    )
+    return 0
+
+
+def cmd_data_generate(args) -> int:
+    from ..data.generator import generate
+
+    config = config_of(args)
+    if args.root:
+        config.data.benchmark.root = args.root
+    print_json({k: str(v) for k, v in generate(config.data.benchmark).items()})
+    return 0
+
+
+def cmd_data_validate(args) -> int:
+    from ..data.loaders import load
+    from ..recipes.run import clip_check
+
+    check = clip_check(args.max_seconds) if not args.skip_audio else None
+    loaded = load(args.file, args.format, audio_wording=args.audio_wording, check_audio=check)
+    summary = loaded.summary()
+    print(json.dumps(summary, ensure_ascii=False))
+    if not summary["usable"]:
+        print(f"autagent: {args.file}: no usable row of {loaded.rows}", file=sys.stderr)
+        return 1
+    if loaded.rejected and not args.allow_rejects:
+        first = loaded.rejected[0]
+        print(
+            f"autagent: {args.file}: {len(loaded.rejected)} of {loaded.rows} rows rejected (first: row "
+            f"{first['row']}, id {first['id']}: {first['reason']}); fix them, or pass --allow-rejects",
+            file=sys.stderr,
+        )
+        return 1
+    return 0
+
+
+def accelerate_command(config, argv: list[str]) -> list[str] | None:
+    """The ``accelerate launch`` command that re-runs this ``train`` under the launcher, or None when
+    the config asks for no launcher or we already run under one."""
+    if config.launcher.kind != "accelerate" or "LOCAL_RANK" in os.environ or "ACCELERATE_LAUNCHED" in os.environ:
+        return None
+    command = [sys.executable, "-m", "accelerate.commands.launch"]
+    if config.launcher.accelerate_config:
+        command += ["--config_file", config.launcher.accelerate_config]
+    if config.launcher.num_processes:
+        command += ["--num_processes", str(config.launcher.num_processes)]
+    return command + ["-m", "autagent.cli", *argv]
+
+
+def cmd_train(args) -> int:
+    from ..recipes.train import refuse_what_will_not_fit, run_train
+
+    config = config_of(args)
+    if not args.force:
+        refuse_what_will_not_fit(config)
+    relaunch = accelerate_command(config, args.argv)
+    if relaunch is not None:
+        import subprocess
+
+        print("launching:", " ".join(relaunch), flush=True)
+        return subprocess.call(relaunch, env={**os.environ, "ACCELERATE_LAUNCHED": "1"})
+    metrics = run_train(config, resume=args.resume, force=args.force)
+    if metrics is not None and "methods" in metrics:
+        _print_summary(metrics)
+    return 0
+
+
+def cmd_adapt(args) -> int:
+    from ..reasoners.base import ReasonerFailing
+    from ..recipes.adapt import adapt_config, run_adapt
+
+    config = adapt_config(
+        args.plugin, args.reasoner, args.out, args.budget, args.tool_cost, args.config, overrides(args.set)
+    )
+    try:
+        summary = run_adapt(config, args.out, resume=args.resume)
+    except ReasonerFailing as err:
+        raise ReasonerFailing(
+            f"{err}. Every answer given so far is kept in {config.answer_cache_dir} and counted in "
+            f"{config.run_dir / 'budget.json'}: run the same command with --resume to continue"
+        ) from None
+    table, found = summary.get("table") or {}, summary.get("crossval")
+    print(f"adapted {args.plugin} to {summary['reasoner']} -> {args.out}")
+    print(
+        f"  answers: {table.get('answers_spent')} of a budget of {table.get('budget') or 'no cap'}; "
+        f"{table.get('queries')} training queries in the table ({table.get('queries_left_out')} left out)"
+    )
+    used, left_out = table.get("queries") or 0, table.get("queries_left_out") or 0
+    if left_out > used:  # a small budget trains on a handful of queries: say so where it is seen
+        needed = (used + left_out) * (table.get("subsets_per_query") or 1)
+        print(
+            f"autagent: warning: the budget completed only {used} of {used + left_out} training queries; the "
+            f"whole table takes about {needed} answers (--budget {needed})",
+            file=sys.stderr,
+        )
+    if found:
+        best = next(c for c in found["candidates"] if c["candidate"] == found["chosen"])
+        print(
+            f"  cross-validated ({found['folds']} folds, price {found['price']}): chose {found['chosen']}, held-out "
+            f"accuracy {100 * best['accuracy']:.1f} %, {best['avg_tools']:.2f} tools, reward {best['reward']:+.3f}"
+        )
+    print(f"  evaluate it: autagent eval --plugin {args.out} --reasoner {args.reasoner} [--config ...]")
+    return 0
+
+
+def cmd_eval(args) -> int:
+    from ..plugin.manifest import read_manifest
+    from ..recipes.evaluate import run_eval
+
+    if args.plugin:  # a folder that is no plugin, or not the pinned one: refused before the data and the tools
+        read_manifest(args.plugin, args.plugin_sha256)
+    config = config_of(args)
+    if args.dataset:
+        config.data.test = args.dataset
+    if args.reasoner:
+        target = config.eval_reasoner or config.reasoner
+        target.kind = args.reasoner
+    if args.max_tools is not None or args.latency_budget_ms is not None:
+        from ..plugin.dial import Dial
+
+        Dial(args.max_tools, args.latency_budget_ms)  # a bad value: one line, before the data and the tools
+        config.eval.max_tools, config.eval.latency_budget_ms = args.max_tools, args.latency_budget_ms
+    out = args.out or str(config.run_dir / "eval")
+    metrics = run_eval(config, out, args.plugin, log_to_wandb=True, expected_sha256=args.plugin_sha256)
+    _print_summary(metrics)
+    print(f"wrote {out}/metrics.json, report.md, predictions.jsonl")
+    return 0
+
+
+def _print_summary(metrics: dict) -> None:
+    from ..evaluation.report import label, reasoner_title, small_sample_warning, with_interval
+
+    n = metrics["n"]
+    print(f"{metrics['dataset']}: {n} questions, reasoner {reasoner_title(metrics['reasoner'])}")
+    official = any(abs(m["official"]["accuracy"] - m["accuracy"]) > 1e-9 for m in metrics["methods"].values())
+    for name, m in metrics["methods"].items():
+        print(
+            f"  {label(name):28s} acc {with_interval(m['accuracy'], n):17s}"
+            + (f" official {100 * m['official']['accuracy']:5.1f}" if official else "")
+            + f"  errors {m['errors']:3d}  avg tools {m['avg_tools']:.2f}"
+        )
+    warning = small_sample_warning(n)
+    if warning:
+        print(f"  {warning}")
+    unscorable = metrics.get("unscorable") or []
+    if unscorable:  # named, so a missing clip is found without reading metrics.json
+        print(f"could not score {len(unscorable)} of {metrics['n']} rows (wrong in acc, left out of official):")
+        for row in unscorable[:10]:
+            print(f"  row {row['row']} ({row['id']}): {row['reason']}")
+        if len(unscorable) > 10:
+            print(f"  ... and {len(unscorable) - 10} more: metrics.json, 'unscorable'")
+
+
+def cmd_select(args) -> int:
+    from ..oneoff import run_select
+
+    return run_select(args)
+
+
+def cmd_answer(args) -> int:
+    from ..oneoff import check_choices, check_clip, run_answer
+
+    audio, choices = check_clip(args.audio), check_choices(args.choices, required=True)  # before any start-up
+    config = config_of(args)
+    config.reasoner.kind = args.reasoner
+    if not args.config and not any(s.startswith("tools.executor=") for s in args.set or []):
+        config.tools.executor = "local"  # one clip: its tools in process, no Ray cluster to start
+    return run_answer(args, config, audio, choices)
+
+
+def cmd_plugin_verify(args) -> int:
+    from ..api import verify
+
+    config = config_of(args)
+    report = verify(args.directory, args.sha256, args.key, config.tools.profile, config.tools.settings)
+    if args.hash and report["ok"]:  # for --plugin-sha256 $(autagent plugin verify DIR --hash)
+        print(report["content_hash"])
+        return 0
+    print_json(report)
+    return 0 if report["ok"] else 1
+
+
+def cmd_plugin_sign(args) -> int:
+    from ..plugin.manifest import read_manifest
+    from ..plugin.trust import sign
+
+    manifest = read_manifest(args.directory)
+    manifest["signature"] = sign(manifest, args.key)
+    path = Path(args.directory) / "manifest.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(manifest, indent=2, default=str))
+    tmp.replace(path)
+    print_json(
+        {
+            "plugin": str(args.directory),
+            "content_hash": manifest["content_hash"],
+            "signature": manifest["signature"]["kind"],
+            "key_id": manifest["signature"]["key_id"],
+        }
+    )
+    return 0
+
+
+def cmd_plugin_backoff(args) -> int:
+    from ..policies.router.backoff_fit import backoff_copy
+    from ..recipes.run import load_splits
+
+    config = config_of(args)
+    splits = load_splits(config)
+    flags = {k: v for k, v in {"rule": args.rule, "calibration": args.calibration}.items() if v}
+    settings = {**config.policy.router.backoff, **flags}  # the config's policy.router.backoff, then the flags
+    summary = backoff_copy(args.directory, args.out, splits.train, splits.dev, settings)
+    print_json({"plugin": args.out, **{k: v for k, v in summary.items() if k != "curve"}})
+    return 0
+
+
+def cmd_check_selection(args) -> int:
+    from ..api import load
+    from ..data.labelled import load_labelled
+    from ..evaluation.selection_check import check, description_selector, per_tool_table, table
+    from ..plugin.manifest import read_manifest
+
+    for path in args.plugin:  # a folder that is no plugin is refused before the stand-in clips are made
+        read_manifest(path)
+    items = load_labelled(args.queries, args.audio_dir)
+    selectors, tools = {}, None
+    for path in args.plugin:
+        plugin = load(path, extra_tools=args.add_tools or ())
+        selectors[f"plugin {path}"] = plugin.select_many
+        tools = tools or plugin.tools
+    selectors["Tools-with-Descriptions"] = description_selector(tools)
+    result = check(selectors, items, args.optional or ())
+    print(table(result))
+    print(per_tool_table(result))
+    if args.out:
+        Path(args.out).write_text(json.dumps(result, indent=2))
+    return 0
+
+
+def cmd_plan(args) -> int:
+    from ..policies.lm.plan.report import main_plan
+
+    table, fits = main_plan(config_of(args), args.gpu_memory, args.prompt_tokens)
+    print(table)
+    return 0 if fits else 1
+
+
+def cmd_sweep(args) -> int:
+    from ..recipes.sweep import run_sweep
+
+    summary = run_sweep(args.sweep, resume=args.resume, only=args.only)
+    print(summary["table"])
+    return 0
+
+
+def cmd_report(args) -> int:
+    from ..evaluation.tables import TableError, record, write_tables
+
+    try:
+        if args.report_command == "record":
+            print(record(args.folder, args.name, commit=args.commit, about=args.about, test=args.test))
+            return 0
+        differ = write_tables(args.root, check=args.check)
+    except TableError as err:
+        print(f"autagent: error: {err}", file=sys.stderr)
+        return 2
+    for line in differ:
+        print(f"{line} {'differs from' if args.check else 'rewritten from'} its records", file=sys.stderr)
+    if args.check and differ:
+        print("autagent: run `autagent report tables` (or fix the record it names)", file=sys.stderr)
+    return 1 if args.check and differ else 0
