@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tools.registry import label_of
 
-from ..plotting import pyplot
+from ..policies.router.plots import pyplot
 from .report import label, reasoner_title, wilson
 
 GROUPS = (  # (colour, legend) of a method's bar

@@ -8,7 +8,17 @@ from pathlib import Path
 
 from tools.registry import label_of
 
-from ...plotting import pyplot
+
+def pyplot():
+    """``matplotlib.pyplot`` on the Agg backend, imported on first use: plots are drawn on cluster nodes with
+    no display, and a run that draws none does not pay for matplotlib.  Evaluation's plots use it too."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
 
 TRAINING_CURVES = (  # (panel title, [(label, log keys tried in order)])
     ("reward", [("mean reward", ("reward_mean", "reward"))]),
