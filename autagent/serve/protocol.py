@@ -203,8 +203,9 @@ class Request(Open):
 
 
 class ChatRequest(Request):
-    """``POST /v1/chat/completions``: OpenAI's chat-completions request, typed where the service
-    reads a field or an SDK's client is known to send the wrong type; ``choices`` is ours."""
+    """``POST /v1/chat/completions``: OpenAI's chat-completions request; typed are the fields the
+    service reads and the sampling fields whose wrong type an upstream would refuse only after the
+    clip's tools ran (``choices`` is ours); any other known field is checked by name only."""
 
     refused_extras: ClassVar[bool] = True
     model: str | None = None
