@@ -14,9 +14,8 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from ..reasoners.messages import BadRequest, last_user_content, text_of
-from .fields import check_fields
 from .limits import Refused
-from .protocol import CHAT_REQUEST, openapi_body
+from .protocol import ChatRequest, openapi_body
 from .service import HeldStream, Service, error_body
 from .tool_calls import AgenticChat
 from .upstream import UpstreamError
@@ -25,7 +24,7 @@ from .upstream import UpstreamError
 def add_chat(app, service: Service) -> None:
     agentic = AgenticChat(service) if service.options.agentic else None
 
-    @app.post("/v1/chat/completions", openapi_extra=openapi_body(CHAT_REQUEST, 502, 504))
+    @app.post("/v1/chat/completions", openapi_extra=openapi_body(ChatRequest, 502, 504))
     async def chat_completions(request: Request):
         started = time.perf_counter()
         return await service.admit(request, lambda body: _handle(service, agentic, body, started), "chat")
@@ -33,9 +32,7 @@ def add_chat(app, service: Service) -> None:
 
 async def _handle(service: Service, agentic, body: dict, started: float):
     options, metrics, plugin = service.options, service.metrics, service.plugin
-    if not isinstance(body.get("messages"), list) or not body["messages"]:
-        raise BadRequest("messages must be a non-empty list")
-    check_fields(body, model_required=getattr(service.upstream, "needs_model", False))
+    ChatRequest.checked(body, model_required=getattr(service.upstream, "needs_model", False))
     if options.request_log:  # written off the event loop
         await asyncio.to_thread(log_request, options.request_log, body)
     if agentic is not None:  # the upstream may ask for tools itself

@@ -22,11 +22,12 @@ from ..reasoners.json_limits import TooDeep, loads
 
 
 class Refused(Exception):
-    """A request the service will not serve: its HTTP status, message and OpenAI error type."""
+    """A request the service will not serve: its HTTP status, message and OpenAI error type (and the
+    field at fault, OpenAI's ``param``, when one is)."""
 
-    def __init__(self, status: int, message: str, kind: str, headers: dict | None = None):
+    def __init__(self, status: int, message: str, kind: str, headers: dict | None = None, param: str | None = None):
         super().__init__(message)
-        self.status, self.kind, self.headers = status, kind, headers or {}
+        self.status, self.kind, self.headers, self.param = status, kind, headers or {}, param
 
 
 INLINE_JSON_BYTES = 1 << 20

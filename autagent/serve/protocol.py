@@ -1,88 +1,356 @@
-"""The request bodies of ``autagent serve``'s endpoints as JSON Schema, published in the OpenAPI
-document FastAPI serves (``/openapi.json``): what a client, a code generator and the API fuzzer
-(``tests/serve/test_serve_fuzz.py``) read.  The endpoints check their bodies themselves (an unknown or
-mistyped field is a 400 naming it): these schemas describe, they do not validate."""
+"""The request bodies of ``autagent serve``'s endpoints as pydantic models, as vLLM's
+``entrypoints/openai/protocol.py`` has them: the one place a body is checked (each endpoint validates
+the object its hardened reader parsed, deep JSON and size refused before: :meth:`Request.checked`),
+and the JSON Schema published in the OpenAPI document (``/openapi.json``) that a client, a code
+generator and the API fuzzer (``tests/serve/test_serve_fuzz.py``) read.
+
+A chat-completions field is known when the ``openai`` SDK's ``chat.completions.create`` takes it, when
+it is one of vLLM's sampling and template extras (``top_k``, ``min_p``...; sent upstream through
+``extra_body``, as vLLM's own docs say to), or ``choices`` (ours, never forwarded).  Fields the models
+do not type are kept (``extra="allow"``, as vLLM's are) and forwarded as sent, but a name outside those
+sets is a 400 naming it, as OpenAI's API answers: a misspelt ``temprature`` is not silently dropped.
+Types are strict, as the SDK sends them (``"0.5"`` is not a number, ``1`` not a boolean).  A refusal is
+one line naming the field's path (``messages[0].content[1].input_audio.format must be one of ...``):
+:func:`refusal`.
+"""
 
 from __future__ import annotations
 
-from ..reasoners.messages import FORMATS
+import functools
+import inspect
+from typing import Annotated, Any, ClassVar, Literal
 
-TEXT_PART = {
-    "type": "object",
-    "required": ["type", "text"],
-    "properties": {"type": {"const": "text"}, "text": {"type": "string"}},
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
+
+from ..reasoners.messages import FORMATS, BadRequest
+
+VLLM_EXTRAS = frozenset(
+    {
+        "top_k",
+        "min_p",
+        "repetition_penalty",
+        "length_penalty",
+        "min_tokens",
+        "ignore_eos",
+        "best_of",
+        "use_beam_search",
+        "stop_token_ids",
+        "include_stop_str_in_output",
+        "skip_special_tokens",
+        "spaces_between_special_tokens",
+        "truncate_prompt_tokens",
+        "prompt_logprobs",
+        "allowed_token_ids",
+        "bad_words",
+        "guided_json",
+        "guided_regex",
+        "guided_choice",
+        "guided_grammar",
+        "guided_decoding_backend",
+        "structured_outputs",
+        "chat_template",
+        "chat_template_kwargs",
+        "add_generation_prompt",
+        "continue_final_message",
+        "echo",
+        "documents",
+        "mm_processor_kwargs",
+        "priority",
+        "request_id",
+        "return_tokens_as_token_ids",
+        "thinking_token_budget",
+        "vllm_xargs",
+    }
+)
+OURS = frozenset({"choices"})
+
+
+@functools.lru_cache(maxsize=1)
+def sdk_fields() -> frozenset:
+    """The parameters of the SDK's ``chat.completions.create`` (less its own transport options)."""
+    from openai.resources.chat.completions import AsyncCompletions
+
+    names = set(inspect.signature(AsyncCompletions.create).parameters) - {"self"}
+    return frozenset(names - {"extra_headers", "extra_query", "extra_body", "timeout"})
+
+
+def split_for_sdk(body: dict) -> tuple[dict, dict]:
+    """(the SDK's keyword arguments, the rest for ``extra_body``), less our own fields."""
+    known = sdk_fields()
+    payload = {k: v for k, v in body.items() if k in known}
+    extra = {k: v for k, v in body.items() if k not in known and k not in OURS}
+    return payload, extra
+
+
+class Open(BaseModel):
+    """A JSON object of the request: strict types; fields not typed here kept as sent (vLLM's
+    ``OpenAIBaseModel`` allows them too: an SDK newer than ours adds some)."""
+
+    model_config = ConfigDict(strict=True, extra="allow")
+
+
+def _lower(value):
+    return value.lower() if isinstance(value, str) else value
+
+
+AudioFormat = Annotated[Literal[tuple(sorted(FORMATS))], BeforeValidator(_lower)]
+"""A clip's format, in any case (``WAV`` is ``wav``), as the clip reader takes it."""
+
+
+READ_PARTS = ("text", "input_audio", "audio_url")
+"""The content parts the service reads; any other is forwarded as sent."""
+
+
+class TextPart(Open):
+    type: Literal["text"]
+    text: str
+
+
+class InputAudio(Open):
+    data: str = Field(description="The clip's bytes in base64.")
+    format: AudioFormat
+
+
+class InputAudioPart(Open):
+    type: Literal["input_audio"]
+    input_audio: InputAudio
+
+
+class AudioUrl(Open):
+    url: str = Field(description="data:audio/<format>;base64,... (or http(s) with --allow-remote-audio)")
+
+
+class AudioUrlPart(Open):
+    type: Literal["audio_url"]
+    audio_url: AudioUrl
+
+
+class OtherPart(Open):
+    """A part the service does not read (``image_url``, ``refusal``...): forwarded as sent."""
+
+    type: str = Field(json_schema_extra={"not": {"enum": list(READ_PARTS)}})
+
+
+def _kind_of_part(part) -> str:
+    kind = part.get("type") if isinstance(part, dict) else getattr(part, "type", None)
+    return f"{kind} part" if kind in READ_PARTS else "other part"
+
+
+Part = Annotated[
+    Annotated[TextPart, Tag("text part")]
+    | Annotated[InputAudioPart, Tag("input_audio part")]
+    | Annotated[AudioUrlPart, Tag("audio_url part")]
+    | Annotated[OtherPart, Tag("other part")],
+    Discriminator(_kind_of_part),
+]
+
+
+def _text_or_parts(value):
+    if value is not None and not isinstance(value, str | list):
+        raise PydanticCustomError(
+            "content_type", "must be text or a list of content parts, got {got}", {"got": json_type(value)}
+        )
+    return value
+
+
+class Message(Open):
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: Annotated[str | list[Part] | None, BeforeValidator(_text_or_parts)] = None
+    """None (or absent) only in an assistant's message that calls tools."""
+
+
+class Request(Open):
+    """A request body; :meth:`checked` is how an endpoint reads one."""
+
+    refused_extras: ClassVar[bool] = False
+    """Whether a field not typed here is a 400 unless :meth:`known_extra` says otherwise."""
+
+    @classmethod
+    def known_extra(cls, name: str) -> bool:
+        return False
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_unknown_fields(cls, body):
+        if cls.refused_extras and isinstance(body, dict):
+            unknown = sorted(k for k in body if k not in cls.model_fields and not cls.known_extra(k))
+            if unknown:
+                raise PydanticCustomError(
+                    "unknown_field",
+                    "unknown request field {name} (the service passes on OpenAI's and vLLM's fields)",
+                    {"name": repr(unknown[0])},
+                )
+        return body
+
+    @classmethod
+    def checked(cls, body, **context):
+        """``body`` (the parsed JSON) as this model, or :class:`Invalid`: one line naming the field."""
+        try:
+            return cls.model_validate(body, context=context)
+        except ValidationError as err:
+            raise refusal(err, body) from None
+
+
+class ChatRequest(Request):
+    """``POST /v1/chat/completions``: OpenAI's chat-completions request; typed are the fields the
+    service reads and the sampling fields whose wrong type an upstream would refuse only after the
+    clip's tools ran (``choices`` is ours); any other known field is checked by name only."""
+
+    refused_extras: ClassVar[bool] = True
+    model: str | None = None
+    messages: list[Message] = Field(min_length=1)
+    choices: list[str] | None = Field(None, description="The answer choices (ours, never forwarded).")
+    stream: bool | None = None
+    temperature: float | None = None
+    top_p: float | None = None
+    frequency_penalty: float | None = None
+    presence_penalty: float | None = None
+    min_p: float | None = None
+    repetition_penalty: float | None = None
+    n: int | None = None
+    max_tokens: int | None = None
+    max_completion_tokens: int | None = None
+    seed: int | None = None
+    top_k: int | None = None
+    top_logprobs: int | None = None
+    logprobs: bool | None = None
+    stop: str | list[str] | None = None
+    user: str | None = None
+    tools: list[dict[str, Any]] | None = None
+
+    @classmethod
+    def known_extra(cls, name: str) -> bool:
+        return name in sdk_fields() or name in VLLM_EXTRAS
+
+    @model_validator(mode="after")
+    def _model_named(self, info: ValidationInfo):
+        if (info.context or {}).get("model_required") and not self.model:
+            raise PydanticCustomError("model_required", "model is required (or start the service with --model)")
+        return self
+
+
+class SelectRequest(Request):
+    """``POST /v1/select``: a clip (base64 and its format, or an ``audio_url``), a question and its
+    choices; other fields are ignored, as today's clients may send a chat request's ``model``."""
+
+    audio: str | None = Field(None, description="The clip's bytes in base64.")
+    format: AudioFormat = "wav"
+    audio_url: str | None = None
+    question: str
+    choices: list[str] | None = None
+    explain: bool = False
+
+
+class Invalid(BadRequest):
+    """A body its model refuses: the message names the field's path, also given as ``param``."""
+
+    def __init__(self, message: str, param: str | None):
+        super().__init__(message)
+        self.param = param
+
+
+WANTED = {
+    "string_type": "a string",
+    "int_type": "an integer",
+    "float_type": "a number",
+    "bool_type": "a boolean",
+    "list_type": "a list",
+    "dict_type": "an object",
+    "model_type": "an object",
+    "model_attributes_type": "an object",
 }
-AUDIO_PART = {
-    "type": "object",
-    "required": ["type", "input_audio"],
-    "properties": {
-        "type": {"const": "input_audio"},
-        "input_audio": {
-            "type": "object",
-            "required": ["data", "format"],
-            "properties": {
-                "data": {"type": "string", "description": "The clip's bytes in base64."},
-                "format": {"enum": sorted(FORMATS)},
-            },  # fmt: skip
-        },
-    },
-}
-AUDIO_URL_PART = {
-    "type": "object",
-    "required": ["type", "audio_url"],
-    "properties": {
-        "type": {"const": "audio_url"},
-        "audio_url": {
-            "type": "object",
-            "required": ["url"],
-            "properties": {"url": {"type": "string", "description": "data:audio/<format>;base64,... or http(s)"}},
-        },
-    },
-}
-MESSAGE = {
-    "type": "object",
-    "required": ["role", "content"],
-    "properties": {
-        "role": {"enum": ["system", "user", "assistant", "tool"]},
-        "content": {
-            "anyOf": [
-                {"type": "string"},
-                {"type": "array", "items": {"anyOf": [TEXT_PART, AUDIO_PART, AUDIO_URL_PART]}},
-            ]
-        },
-    },
-}
-CHAT_REQUEST = {
-    "type": "object",
-    "required": ["messages"],
-    "properties": {
-        "model": {"type": "string"},
-        "messages": {"type": "array", "minItems": 1, "items": MESSAGE},
-        "choices": {"type": "array", "items": {"type": "string"}, "description": "The answer choices (ours)."},
-        "stream": {"type": "boolean"},
-        "temperature": {"type": "number"},
-        "max_tokens": {"type": "integer"},
-        "tools": {"type": "array", "items": {"type": "object"}},
-    },
-}
-SELECT_REQUEST = {
-    "type": "object",
-    "required": ["question"],
-    "properties": {
-        "audio": {"type": "string", "description": "The clip's bytes in base64."},
-        "format": {"enum": sorted(FORMATS)},
-        "audio_url": {"type": "string"},
-        "question": {"type": "string"},
-        "choices": {"type": "array", "items": {"type": "string"}},
-        "explain": {"type": "boolean"},
-    },
-}
+"""The type an error of pydantic's says a field should have, in the words of JSON."""
+
+
+def json_type(value) -> str:
+    names = {bool: "boolean", int: "integer", float: "number", str: "string", list: "list", dict: "object"}
+    return "null" if value is None else names.get(type(value), type(value).__name__)
+
+
+def _path(body, loc: tuple, missing: bool) -> list:
+    """The body's path to an error at ``loc``: pydantic's ``loc`` also names the union member tried
+    (``str``, ``list[...]``, ``text part``), which the body does not have."""
+    path, node = [], body
+    for i, key in enumerate(loc):
+        if isinstance(key, int) and isinstance(node, list) and 0 <= key < len(node):
+            path.append(key)
+            node = node[key]
+        elif isinstance(node, dict) and (key in node or (missing and i == len(loc) - 1)):
+            path.append(key)
+            node = node.get(key)
+    return path
+
+
+def _written(path: list) -> str:
+    return "".join(f"[{key}]" if isinstance(key, int) else f".{key}" for key in path).lstrip(".")
+
+
+def refusal(err: ValidationError, body) -> Invalid:
+    """The deepest of ``err``'s errors as one line (a union's members' errors at one place joined: ``stop
+    must be a string or a list, got integer``), never pydantic's multi-line account."""
+    found = [(_path(body, e["loc"], e["type"] == "missing"), e) for e in err.errors(include_url=False)]
+    deepest = max(len(path) for path, _ in found)
+    here = [e for path, e in found if len(path) == deepest]
+    path = next(path for path, _ in found if len(path) == deepest)
+    first = here[0]
+    wanted = list(dict.fromkeys(WANTED[e["type"]] for e in here if e["type"] in WANTED))
+    if wanted:
+        phrase = f"must be {' or '.join(wanted)}, got {json_type(first['input'])}"
+    elif first["type"] == "missing":
+        phrase = "is required"
+    elif first["type"] == "literal_error":
+        phrase = f"must be one of {first['ctx']['expected']}, got {first['input']!r}"[:300]
+    elif first["type"] == "too_short":
+        least = first["ctx"]["min_length"]
+        phrase = "must not be empty" if least == 1 else f"must have at least {least} items"
+    elif first["type"] == "value_error":
+        phrase = str(first["ctx"]["error"])
+    else:
+        phrase = first["msg"]
+    written = _written(path)
+    if written or wanted:  # at the top, a type error is the body's; the rest say what they are about
+        return Invalid(f"{written or 'the request body'} {phrase}", written or None)
+    return Invalid(phrase, None)
+
+
 ERROR = {"description": "An OpenAI-shaped error: {error: {message, type, param, code}}"}
 
 
-def openapi_body(schema: dict, *refusals: int) -> dict:
-    """``openapi_extra`` for an endpoint taking ``schema`` as its JSON body, refusing with ``refusals``."""
+def _inlined(schema: dict) -> dict:
+    """``schema`` with its ``$defs`` written where they are referred to: the OpenAPI document keeps
+    its own definitions elsewhere (``components``), so a request body's schema must stand alone."""
+    defs = schema.pop("$defs", {})
+
+    def inline(node):
+        if isinstance(node, dict):
+            ref = node.get("$ref", "")
+            if ref.startswith("#/$defs/"):
+                return inline(defs[ref.removeprefix("#/$defs/")])
+            return {k: inline(v) for k, v in node.items()}
+        if isinstance(node, list):
+            return [inline(v) for v in node]
+        return node
+
+    return inline(schema)
+
+
+def openapi_body(model: type[BaseModel], *refusals: int) -> dict:
+    """``openapi_extra`` for an endpoint taking ``model`` as its JSON body, refusing with ``refusals``.
+    The body is not FastAPI's to parse (the service's reader refuses deep JSON and oversized bodies
+    first): the schema is published, the model checks."""
     responses = {str(status): ERROR for status in (400, 401, 408, 413, 415, 429, *refusals)}
+    schema = _inlined(model.model_json_schema())
     return {
         "requestBody": {"required": True, "content": {"application/json": {"schema": schema}}},
         "responses": responses,

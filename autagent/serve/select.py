@@ -7,14 +7,14 @@ from __future__ import annotations
 from fastapi import Request
 from fastapi.responses import JSONResponse
 
-from ..reasoners.messages import BadRequest, check_text
+from ..reasoners.messages import check_text
 from .limits import Refused
-from .protocol import SELECT_REQUEST, openapi_body
+from .protocol import SelectRequest, openapi_body
 from .service import Service
 
 
 def add_select(app, service: Service) -> None:
-    @app.post("/v1/select", openapi_extra=openapi_body(SELECT_REQUEST, 404))
+    @app.post("/v1/select", openapi_extra=openapi_body(SelectRequest, 404))
     async def select(request: Request):
         if service.plugin is None:
             return service.refuse(
@@ -24,20 +24,14 @@ def add_select(app, service: Service) -> None:
 
 
 async def _handle(service: Service, body: dict):
-    plugin = service.plugin
-    question = body.get("question", "")
-    if not isinstance(question, str):
-        raise BadRequest(f"question must be a string, got {type(question).__name__}")
-    check_text(question, "question")
-    parts = [{"type": "text", "text": question}]
-    if "audio_url" in body:
-        parts.append({"type": "audio_url", "audio_url": {"url": body["audio_url"]}})
+    plugin, sent = service.plugin, SelectRequest.checked(body)
+    check_text(sent.question, "question")
+    parts = [{"type": "text", "text": sent.question}]
+    if sent.audio_url is not None:
+        parts.append({"type": "audio_url", "audio_url": {"url": sent.audio_url}})
     else:
-        parts.append(
-            {"type": "input_audio", "input_audio": {"data": body.get("audio"), "format": body.get("format", "wav")}}
-        )
-    choices = body.get("choices") or []
-    explain = body.get("explain") is True
+        parts.append({"type": "input_audio", "input_audio": {"data": sent.audio, "format": sent.format}})
+    choices, explain = sent.choices or [], sent.explain
 
     def choose(query) -> dict:  # in the clip's worker thread
         asked = (query.audio, query.question, query.choices)

@@ -30,8 +30,8 @@ def internal_error(err: BaseException) -> str:
     return f"internal error (reference {ref} in the service's log)"
 
 
-def error_body(message: str, kind: str, code: str | None = None) -> dict:
-    return {"error": {"message": message, "type": kind, "param": None, "code": code}}
+def error_body(message: str, kind: str, code: str | None = None, param: str | None = None) -> dict:
+    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 class Metrics:
@@ -136,7 +136,8 @@ class Service:
     def refuse(self, err: Refused, endpoint: str) -> JSONResponse:
         self.metrics.requests.labels(endpoint, str(err.status)).inc()
         self.metrics.errors.labels(err.kind).inc()
-        return JSONResponse(error_body(str(err), err.kind), status_code=err.status, headers=err.headers)
+        body = error_body(str(err), err.kind, param=err.param)
+        return JSONResponse(body, status_code=err.status, headers=err.headers)
 
     async def read_body(self, request) -> dict:
         """The request's JSON object, whole within ``--body-timeout-s`` (a 408 otherwise)."""
@@ -286,7 +287,8 @@ class Service:
         except Refused as err:
             return self.refuse(err, endpoint)
         except BadRequest as err:
-            return self.refuse(Refused(400, str(err), "invalid_request_error"), endpoint)
+            refused = Refused(400, str(err), "invalid_request_error", param=getattr(err, "param", None))
+            return self.refuse(refused, endpoint)
         finally:
             if isinstance(response, HeldStream):
                 response.release = release

@@ -16,7 +16,7 @@ from ..data.sample import Sample
 from ..reasoners.json_limits import loads
 from ..reasoners.messages import BadRequest, read_query
 from ..reasoners.openai_compat import client, failure_name
-from .fields import split_for_sdk
+from .protocol import split_for_sdk
 from .upstream_audio import for_upstream, has_audio
 
 

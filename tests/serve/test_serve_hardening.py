@@ -200,9 +200,9 @@ def test_unknown_or_mistyped_fields_are_400s_and_vllm_sampling_fields_pass_throu
         assert ok.status_code == 200, ok.text
         assert echo.seen[-1]["top_k"] == 20 and echo.seen[-1]["temperature"] == 0.2 and "choices" not in echo.seen[-1]
         for body, words in (
-            ({"messages": messages}, "'model' is required"),
-            ({"model": "m", "messages": messages, "temperature": "hot"}, "'temperature' must be number"),
-            ({"model": "m", "messages": messages, "stream": "yes"}, "'stream' must be bool"),
+            ({"messages": messages}, "model is required"),
+            ({"model": "m", "messages": messages, "temperature": "hot"}, "temperature must be a number, got string"),
+            ({"model": "m", "messages": messages, "stream": "yes"}, "stream must be a boolean, got string"),
             ({"model": "m", "messages": messages, "frobnicate": 1}, "unknown request field 'frobnicate'"),
         ):
             reply = httpx.post(url, json=body, timeout=60)
