@@ -169,6 +169,7 @@ def test_train_then_resume_then_eval_select_answer(tiny_config, tiny_bench, tmp_
     assert [Path(line["audio"]).name for line in lines] == ["0.wav", "1.wav", "2.wav"]
 
 
+@pytest.mark.slow  # 28 s: three routers trained, resumed (make test-all); one router's stays in make test
 def test_an_ensemble_trains_its_members_apart_resumes_each_and_selects_by_their_mean(tiny_config, tiny_bench):
     """``policy.router.ensemble: 2``: member 0 writes where a single router does, member 1 under
     members/1, each seeded apart (different weights); --resume continues both; the plugin holds both

@@ -342,6 +342,7 @@ def _moved_by_two_steps(tiny_bench, tmp_path, **overrides):
     return float(change.norm()), float((change != 0).float().mean()), computed, trainer
 
 
+@pytest.mark.slow  # 15 s: the tiny LM trained twice (make test-all)
 def test_bf16_learns_at_the_papers_learning_rate_with_fp32_masters(tiny_bench, tmp_path, monkeypatch):
     """policy.lm.bf16 is bf16 compute over fp32 master weights and fp32 AdamW state, honoured on the CPU
     too: at lr 1e-6 two steps move the weights as far as the fp32 run does (within 20 %).  On main the

@@ -55,6 +55,7 @@ def test_subset_runs_on_actors_and_second_run_is_cached(tmp_path, clips):
         leftover.shutdown()
 
 
+@pytest.mark.slow  # 29 s: Ray actors (make test-all)
 def test_an_actor_killed_on_its_third_call_is_restarted_and_the_records_match_an_undisturbed_run(tmp_path, clips):
     """A tool that SIGKILLs its own process on its third call: Ray restarts the actor (max_restarts) and
     re-runs the call (max_task_retries); the records came from two processes and equal those of a run
@@ -94,6 +95,7 @@ def test_an_actor_killed_on_its_third_call_is_restarted_and_the_records_match_an
     assert [r["suicidal"]["output"] for r in results] == undisturbed and pool.errors == {}
 
 
+@pytest.mark.slow  # 16 s: two processes (make test-all)
 def test_two_processes_filling_one_cache_leave_whole_single_records(tmp_path, clips):
     code = textwrap.dedent(f"""
         import json, sys
@@ -112,6 +114,7 @@ def test_two_processes_filling_one_cache_leave_whole_single_records(tmp_path, cl
     assert all(json.loads(f.read_text())["tool"] in ("tempo", "pitch") for f in records)
 
 
+@pytest.mark.slow  # 12 s: Ray actors (make test-all)
 def test_a_full_disk_while_caching_is_a_clear_error_and_leaves_no_partial_entry(tmp_path, clips):
     code = textwrap.dedent(f"""
         import resource, signal, sys
