@@ -298,7 +298,7 @@ def test_configs_that_cannot_train_fail_at_load():
 def test_the_price_check_says_what_the_price_means_against_a_reasoner():
     """The cascade's own figures (150 items): All-Tools gains 17.3 points over No-Tool; at 0.05 a call its
     seven calls cost 0.35, so the objective prefers silence to it; at 0.01 it earns 0.103."""
-    from autagent.evaluation.harness import price_check
+    from autagent.evaluation.summary import price_check
 
     block = {
         "no_tool": {"accuracy": 0.247, "avg_tools": 0.0},

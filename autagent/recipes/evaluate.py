@@ -13,7 +13,8 @@ from tools.pool import ToolPool
 from ..config import ConfigError, RunConfig
 from ..data.sample import Sample
 from ..evaluation.cost_curve import cost_curve
-from ..evaluation.harness import AGENTIC_METHODS, evaluate, price_check, run_method, tool_error_counts, write_outputs
+from ..evaluation.harness import AGENTIC_METHODS, evaluate, run_method, write_outputs
+from ..evaluation.summary import price_check, tool_error_counts
 from ..plugin.dial import Dial, set_dial
 from ..policies.router.costs import tool_values
 from ..reasoners.tool_loop import AgenticRun, EndpointCaller, build_caller
