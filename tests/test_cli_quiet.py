@@ -48,13 +48,14 @@ def test_eval_writes_its_wandb_run_under_out_and_says_where_in_one_line(
     assert said == [f"W&B run (offline): {runs[0]}"]  # (autagent's log lines read "autagent: ...")
 
 
-def test_rays_auth_notice_is_dropped_and_its_other_warnings_kept(caplog):
+def test_rays_auth_notice_is_dropped_and_its_other_warnings_kept(caplog, monkeypatch):
     """Only the notice that invites ``RAY_AUTH_MODE=disabled``; token authentication itself stays Ray's
-    default (nothing sets the mode)."""
+    default (nothing of ours sets the mode: Ray's own ``ray.init`` in an earlier test of this process may have)."""
     import os
 
     from tools.pool import _quiet_auth_notice
 
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
     _quiet_auth_notice()
     _quiet_auth_notice()  # one filter, however often Ray is started
     auth_log = logging.getLogger("ray._private.authentication.authentication_token_setup")
