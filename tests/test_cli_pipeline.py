@@ -573,3 +573,28 @@ def test_a_resumed_sweep_evaluates_a_run_finished_before_the_keys_moved(tmp_path
     monkeypatch.setattr(sweep.subprocess, "run", evaluate)
     assert sweep.also_test_in_own_process(config, "draw7", {"data.benchmark.seed": 7}) == {"methods": {}}
     assert read[0].policy.router.credit == "tool" and read[0].name == "old-s0"
+
+
+def test_a_resumed_sweep_continues_a_run_stopped_while_its_answer_table_filled(tmp_path, monkeypatch):
+    """A sweep stopped while a run's answer table was being asked left the run's folder with its budget.json and
+    no checkpoint; ``--resume`` passes ``--resume`` on to ``autagent train`` (which refuses that folder without
+    it), and a folder that never started trains afresh."""
+    import subprocess
+
+    import autagent.recipes.sweep as sweep
+    from autagent.config import load_config
+
+    commands = []
+    monkeypatch.setattr(
+        sweep.subprocess,
+        "run",
+        lambda command, check: commands.append(command) or subprocess.CompletedProcess(command, 0),
+    )
+    stopped = load_config("experiments/embedded_main.yaml", {"output_dir": str(tmp_path), "name": "a-s0"})
+    stopped.run_dir.mkdir(parents=True)
+    (stopped.run_dir / "budget.json").write_text('{"spent": 1184, "limit": 3000}')
+    fresh = load_config("experiments/embedded_main.yaml", {"output_dir": str(tmp_path), "name": "b-s0"})
+    sweep.train_in_own_process(stopped, resume=True)
+    sweep.train_in_own_process(fresh, resume=True)
+    sweep.train_in_own_process(stopped, resume=False)
+    assert ["--resume" in c for c in commands] == [True, False, False]

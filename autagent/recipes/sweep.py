@@ -38,6 +38,7 @@ from ..data.labelled import load_labelled
 from ..evaluation.harness import METHODS
 from ..evaluation.selection_check import check, description_selector
 from ..policies.grpo import moved_key
+from .train import run_started
 
 BASELINES = tuple(m for m in METHODS if m not in ("single", "policy"))  # one row each in a sweep's summary
 
@@ -135,11 +136,13 @@ def also_test_in_own_process(config, name: str, overrides: dict) -> dict:
 
 
 def train_in_own_process(config, resume: bool) -> None:
-    """``autagent train`` on ``config`` in a fresh Python process (see the module docstring for why)."""
+    """``autagent train`` on ``config`` in a fresh Python process (see the module docstring for why); with
+    ``resume``, a run that had started (a checkpoint, or an answer table stopped while asking) goes on."""
     path = Path(config.output_dir) / "configs" / f"{config.name}.yaml"
     path.parent.mkdir(parents=True, exist_ok=True)
     save_config(config, path)
-    command = [sys.executable, "-m", "autagent.cli", "train", "--config", str(path)] + (["--resume"] if resume else [])
+    command = [sys.executable, "-m", "autagent.cli", "train", "--config", str(path)]
+    command += ["--resume"] if resume and run_started(config.run_dir) else []
     if subprocess.run(command, check=False).returncode != 0:
         raise ConfigError(f"sweep run {config.name} failed (its config: {path}; its folder: {config.run_dir})")
 
@@ -163,7 +166,7 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
             if not (resume and done.exists()):
                 if config.run_dir.exists() and not resume:
                     raise FileExistsError(f"{config.run_dir} exists: pass --resume to reuse finished runs")
-                train_in_own_process(config, resume=resume and (config.run_dir / "checkpoints").exists())
+                train_in_own_process(config, resume=resume)
             metrics = json.loads(done.read_text())
             also = {test: also_test_in_own_process(config, test, o) for test, o in spec["also_test"].items()}
             metrics["also_test"] = {test: m["methods"] for test, m in also.items()}

@@ -13,6 +13,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+from pathlib import Path
 
 from tools.pool import ToolPool
 
@@ -97,13 +98,18 @@ def policy_recipe(kind: str):
     return recipe
 
 
+def run_started(run_dir: Path) -> bool:
+    """Whether ``run_dir`` holds a run that ``--resume`` continues: a checkpoint, or an answer table stopped
+    while asking (its ``budget.json``)."""
+    checkpoints = (run_dir / "checkpoints").exists() or any((run_dir / "trainer").glob("checkpoint-*"))
+    return checkpoints or (run_dir / "budget.json").exists()
+
+
 def open_run_folder(config: RunConfig, state, resume: bool) -> None:
     """``runs/<name>/``: refused when it holds a run and ``resume`` is not set; the config saved, the start
     recorded."""
     run_dir = config.run_dir
-    started_before = (run_dir / "checkpoints").exists() or any((run_dir / "trainer").glob("checkpoint-*"))
-    started_before = started_before or (run_dir / "budget.json").exists()  # a table run stopped while asking
-    if not resume and started_before:
+    if not resume and run_started(run_dir):
         raise FileExistsError(f"{run_dir} already holds a run: use --resume to continue it, or another name")
     run_dir.mkdir(parents=True, exist_ok=True)
     if not resume and state.is_main_process:
