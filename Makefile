@@ -112,7 +112,7 @@ TEST_WORKERS ?= 2
 # make test's pytest-xdist processes (`TEST_WORKERS=0`: one process); a test file stays on one worker, so a
 # module's fixture is built once. Two fit this project's 2-core machines; a bigger machine may pass more.
 # make test-all runs in one process: its slow tests inject faults on timers (a hung Ray call, a rank killed
-# after a checkpoint) that a second worker's load pushed past their windows (3 of 607 failed that way).
+# after a checkpoint) that a second worker's load pushed past their windows (2 of 607 failed that way).
 PYTEST = $(PY) -m pytest -q --durations=10
 
 test: ## the fast suite (everything not marked slow) and the import layers; fails when no test ran
