@@ -278,6 +278,39 @@ def test_autagent_adapt_against_a_server_that_is_down_stops_and_says_how_to_resu
     assert main(command) == 2 and "--resume" in capsys.readouterr().err  # a second start without it is refused
 
 
+def test_adapt_resume_goes_on_from_a_table_a_failing_reasoner_stopped(trained, tiny_bench, tmp_path, monkeypatch):
+    """The error of a reasoner that fails while the table fills says "--resume"; the resumed run (its folder holds
+    budget.json and no checkpoint) asks the rest of the table and trains, where it once stopped on "no checkpoint"."""
+    import autagent.policies.router.table as table
+    from autagent.api import load
+    from autagent.reasoners.base import ReasonerFailing
+
+    _, _, plugin_dir = trained
+    asked_once = []
+
+    def fails_the_second_time(reasoner, requests, budget):
+        if asked_once:
+            raise ReasonerFailing("the reasoner went away")
+        asked_once.append(len(requests))
+        return ask_within(reasoner, requests, budget)
+
+    ask_within = table.ask_within
+    out = tmp_path / "adapted"
+    command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "embedded", "--out", str(out), "--budget", "60"]
+    command += ["--set", "grpo.steps=2", "--set", "policy.router.table.crossval.folds=0"]
+    command += ["--set", "policy.router.table.items_per_call=1"]  # a query's 16 subsets a call: four calls
+    command += ["--set", f"output_dir={tmp_path / 'runs'}", "--set", f"answer_cache_dir={tmp_path / 'answers'}"]
+    monkeypatch.setattr(table, "ask_within", fails_the_second_time)
+    assert main(command) == 2 and not out.exists()
+    run_dir = tmp_path / "runs" / "adapt-adapted"
+    assert json.loads((run_dir / "budget.json").read_text())["spent"] == asked_once[0]
+    assert not (run_dir / "checkpoints").exists()
+    monkeypatch.setattr(table, "ask_within", ask_within)
+    assert main([*command, "--resume"]) == 0
+    assert json.loads((run_dir / "budget.json").read_text())["spent"] == 60
+    assert load(out).select_many(tiny_bench["test"])
+
+
 def test_configs_that_cannot_train_fail_at_load():
     from autagent.config import ConfigError, load_config
 
