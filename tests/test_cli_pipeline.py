@@ -598,3 +598,29 @@ def test_a_resumed_sweep_continues_a_run_stopped_while_its_answer_table_filled(t
     sweep.train_in_own_process(fresh, resume=True)
     sweep.train_in_own_process(stopped, resume=False)
     assert ["--resume" in c for c in commands] == [True, False, False]
+
+
+def test_a_sweep_compares_two_variants_selections_on_each_test_set(tmp_path):
+    """The pair's share of items selected differently, per seed, on the sweep's own test split and on each extra
+    test set, with the item counts: a test split cut to one row no longer stands for the comparison."""
+    from autagent.recipes.sweep import compare_lines, different_selections
+
+    def write(folder, picks):
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = [{"id": i, "method": "policy", "tools": t} for i, t in picks.items()]
+        rows.append({"id": "q0", "method": "all_tools", "tools": ["asr", "chords"]})  # another method: not counted
+        (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    for seed, differ in ((0, 1), (1, 3)):
+        write(tmp_path / f"a-s{seed}", {"q0": ["asr"]})
+        write(tmp_path / f"b-s{seed}", {"q0": ["asr"]})
+        write(tmp_path / f"a-s{seed}" / "also" / "draw7", {f"q{i}": ["asr"] for i in range(4)})
+        write(tmp_path / f"b-s{seed}" / "also" / "draw7", {f"q{i}": ["asr"] if i >= differ else [] for i in range(4)})
+    spec = {"seeds": [0, 1], "also_test": {"draw7": {}}}
+    found = different_selections(tmp_path, "a", "b", spec)
+    assert found["share_of_items_with_different_selection"]["values"] == [0.0, 0.0] and found["items"] == 1
+    assert found["also/draw7/share_of_items_with_different_selection"]["values"] == [0.25, 0.75]
+    assert found["also/draw7/items"] == 4
+    table = compare_lines([{"pair": ["a", "b"], **found}])
+    assert "on the test split | on draw7 |" in table[1]
+    assert table[-1] == "| a vs b | 0.0 ± 0.0 % of 1 | 50.0 ± 35.4 % of 4 |"

@@ -93,6 +93,23 @@ def _selections(run_dir: Path) -> dict[str, tuple]:
     return {r["id"]: tuple(r["tools"]) for r in rows if r["method"] == "policy"}
 
 
+def different_selections(out: Path, a: str, b: str, spec: dict) -> dict:
+    """How often variants ``a`` and ``b`` of the same seed select different tools, on the sweep's test split
+    (``share_of_items_with_different_selection``) and on each extra test set (``also/<t>/...``), with the
+    number of items each share is over (``items``, ``also/<t>/items``): a sweep whose own test split is cut to a
+    row says little there and more on its extra test sets."""
+    result: dict = {}
+    for test in ("", *spec["also_test"]):
+        prefix, shares, items = (f"also/{test}/" if test else ""), [], 0
+        for seed in spec["seeds"]:
+            left, right = (_selections(out / f"{v}-s{seed}" / prefix) for v in (a, b))
+            shares.append(sum(left[k] != right.get(k) for k in left) / max(len(left), 1))
+            items = len(left)
+        result[f"{prefix}share_of_items_with_different_selection"] = _mean_std(shares)
+        result[f"{prefix}items"] = items
+    return result
+
+
 def curve_summary(curves: list[dict]) -> dict:
     """Seeds' accuracy-against-tools curves (:mod:`autagent.evaluation.cost_curve`) as mean ± std per K: the
     plugin's, the fixed order's and their gap (paired by seed), and the threshold's point."""
@@ -213,11 +230,7 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
                 )
     for a, b in spec.get("compare", []):
         if a in runs and b in runs:
-            shares = []
-            for seed in spec["seeds"]:
-                left, right = _selections(out / f"{a}-s{seed}"), _selections(out / f"{b}-s{seed}")
-                shares.append(sum(left[k] != right[k] for k in left) / max(len(left), 1))
-            summary["compare"].append({"pair": [a, b], "share_of_items_with_different_selection": _mean_std(shares)})
+            summary["compare"].append({"pair": [a, b], **different_selections(out, a, b, spec)})
     summary["table"] = markdown(summary)
     out.mkdir(parents=True, exist_ok=True)
     (out / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -298,10 +311,12 @@ def added_tools_summary(by_seed: dict) -> dict:
     return out
 
 
-def markdown(summary: dict) -> str:
-    def pm(stat, scale=100.0, digits=1):
-        return f"{scale * stat['mean']:.{digits}f} ± {scale * stat['std']:.{digits}f}"
+def pm(stat: dict, scale: float = 100.0, digits: int = 1) -> str:
+    """A mean ± std statistic of :func:`_mean_std`, scaled (percent by default), for the summary's tables."""
+    return f"{scale * stat['mean']:.{digits}f} ± {scale * stat['std']:.{digits}f}"
 
+
+def markdown(summary: dict) -> str:
     lines = [
         f"# {summary['sweep']} (seeds {summary['seeds']}; policy on the test split, mean ± std over seeds)",
         "",
@@ -361,10 +376,20 @@ def markdown(summary: dict) -> str:
                 for key, scale, digits in (("recall", 100.0, 1), ("precision", 100.0, 1), ("calls", 1.0, 0))
             ]
             lines.append(f"| {name} | {pm(v['accuracy'])} | {pm(v['added/accuracy'])} | {' | '.join(cells)} |")
-    if summary["compare"]:
-        lines += ["", "| pair (same seed) | items where the two policies select differently |", "|---|---|"]
-        lines += [
-            f"| {c['pair'][0]} vs {c['pair'][1]} | {pm(c['share_of_items_with_different_selection'])} % |"
-            for c in summary["compare"]
-        ]
+    lines += compare_lines(summary["compare"])
     return "\n".join(lines) + "\n"
+
+
+def compare_lines(compare: list[dict]) -> list[str]:
+    """The compared pairs' table: the share of items where they select differently, per test set."""
+    if not compare:
+        return []
+    also = [k.split("/")[1] for k in compare[0] if k.startswith("also/") and k.endswith("/items")]
+    prefixes = ["", *(f"also/{t}/" for t in also)]
+    head = " | ".join(["on the test split", *(f"on {t}" for t in also)])
+    lines = ["", f"| items where the two policies select differently (same seed) | {head} |"]
+    lines += ["|---|" + "---|" * len(prefixes)]
+    for c in compare:
+        cells = [f"{pm(c[p + 'share_of_items_with_different_selection'])} % of {c[p + 'items']}" for p in prefixes]
+        lines.append(f"| {c['pair'][0]} vs {c['pair'][1]} | {' | '.join(cells)} |")
+    return lines
