@@ -624,3 +624,13 @@ def test_a_sweep_compares_two_variants_selections_on_each_test_set(tmp_path):
     table = compare_lines([{"pair": ["a", "b"], **found}])
     assert "on the test split | on draw7 |" in table[1]
     assert table[-1] == "| a vs b | 0.0 ± 0.0 % of 1 | 50.0 ± 35.4 % of 4 |"
+
+
+def test_resume_of_a_run_that_never_started_is_refused_before_any_work(tiny_config, capsys):
+    """``--resume`` where there is neither a checkpoint nor an answer table says so at once, before the tools
+    run or the reasoner is asked (it once computed them all and then stopped on "no checkpoint")."""
+    config, run_dir = tiny_config
+    assert main(["train", "--config", str(config), "--resume"]) == 2
+    err = capsys.readouterr().err
+    assert "holds no checkpoint and no answer table to continue" in err and "Traceback" not in err
+    assert not (run_dir / "events.jsonl").exists() and not (run_dir / "checkpoints").exists()

@@ -106,11 +106,13 @@ def run_started(run_dir: Path) -> bool:
 
 
 def open_run_folder(config: RunConfig, state, resume: bool) -> None:
-    """``runs/<name>/``: refused when it holds a run and ``resume`` is not set; the config saved, the start
-    recorded."""
+    """``runs/<name>/``: refused when it holds a run and ``resume`` is not set, and when ``resume`` is set and it
+    holds none (before any tool or reasoner work); the config saved, the start recorded."""
     run_dir = config.run_dir
     if not resume and run_started(run_dir):
         raise FileExistsError(f"{run_dir} already holds a run: use --resume to continue it, or another name")
+    if resume and not run_started(run_dir):
+        raise FileNotFoundError(f"--resume: {run_dir} holds no checkpoint and no answer table to continue")
     run_dir.mkdir(parents=True, exist_ok=True)
     if not resume and state.is_main_process:
         (run_dir / "train_log.jsonl").unlink(missing_ok=True)

@@ -211,8 +211,9 @@ def choose_settings(ctx, start: PolicyStart, queries: Queries) -> tuple:
 
 def train_members(ctx, start: PolicyStart, queries: Queries, grpo, price, resume: bool) -> list[tuple]:
     """GRPO for each member of the ensemble: (router, trainer, history) each.  Member 0 writes where a single
-    router does, the others under ``members/``; a member a killed run never reached starts afresh, and so does
-    member 0 of a run stopped while its answer table filled (its ``budget.json`` and no checkpoint yet)."""
+    router does, the others under ``members/``.  On ``resume`` a member loads its last checkpoint; one without
+    any (a member a killed run never reached, or every member of a run stopped while its answer table filled)
+    starts afresh.  Whether there is a run to resume at all was decided when its folder was opened."""
     config, runs, dev = ctx.config, [], queries.dev
     for m in range(start.members):
         run_dir = ctx.run_dir if m == 0 else ctx.run_dir / "members" / str(m)
@@ -222,9 +223,7 @@ def train_members(ctx, start: PolicyStart, queries: Queries, grpo, price, resume
         logger = ctx.logger if m == 0 else None
         run = TrainingRun(run_dir, config.checkpoint_every, logger, config.logging.progress, dev)
         member = start.trainer(router, queries.features, queries.samples, queries.answers(), grpo, price, m, run)
-        # on --resume member 0 must load a checkpoint (none is an error), unless its table had been filling
-        must_load = m == 0 and not (ctx.run_dir / "budget.json").exists()
-        history = member.train(resume=resume and ((run_dir / "checkpoints").exists() or must_load))
+        history = member.train(resume=resume and (run_dir / "checkpoints").exists())
         runs.append((router, member, history))
     return runs
 
