@@ -198,7 +198,12 @@ def add_plugin(sub) -> None:
     )
     ver.add_argument("directory")
     ver.add_argument("--sha256", help="the content hash it must have")
-    ver.add_argument("--key", help="public key (ed25519 PEM) or HMAC secret file to verify the signature with")
+    ver.add_argument(
+        "--key",
+        help="the key decides the algorithm: an Ed25519 public key (PEM, DER or OpenSSH) verifies ed25519 "
+        "signatures only; an HMAC secret (a file that is no key) verifies hmac-sha256 only "
+        "(default: $AUTAGENT_PLUGIN_KEY)",
+    )
     ver.add_argument(
         "--hash", action="store_true", help="print only the content hash (the JSON report if a check fails)"
     )
@@ -207,7 +212,12 @@ def add_plugin(sub) -> None:
         "sign", help="sign a plugin's content hash (ed25519 private key PEM, or an HMAC secret file)"
     )
     sgn.add_argument("directory")
-    sgn.add_argument("--key", required=True)
+    sgn.add_argument(
+        "--key",
+        required=True,
+        help="an Ed25519 private key (PEM) signs ed25519; an HMAC secret (a file that is no key) signs "
+        "hmac-sha256; a public key is refused",
+    )
     sgn.set_defaults(func=cmd_plugin_sign)
     bko = with_config(plugin.add_parser("backoff", help="a copy of a router plugin with a fitted back-off"))
     bko.add_argument("directory")

@@ -10,7 +10,11 @@ allow-list of file kinds, a pinned content hash and optional signatures.
   against someone who edits a file *and* re-hashes, pin it (``--plugin-sha256``) or sign it.
 * Signatures: ``hmac-sha256`` with a shared secret file, or ``ed25519`` with a key pair (PEM).
   A plugin that is signed is verified whenever a key is given; a key given and no valid
-  signature is a refusal.
+  signature is a refusal.  The verifier's key decides the algorithm, never the manifest
+  (:func:`key_kind`): a public key (PEM, DER or OpenSSH) verifies ``ed25519`` signatures only and is
+  never used as an HMAC secret, since anyone holding it could otherwise re-sign an altered plugin
+  with ``"kind": "hmac-sha256"`` keyed by the public key itself; HMAC needs a file that is no key
+  at all, i.e. a secret.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ MAX_MANIFEST_BYTES = 16 << 20
 ALLOWED_SUFFIXES = (".safetensors", ".json", ".txt", ".md", ".jinja", ".model", ".tiktoken")
 PICKLE_SUFFIXES = (".bin", ".pt", ".pth", ".pkl", ".pickle", ".ckpt", ".npy", ".npz", ".joblib")
 SIGNATURE_FIELDS = ("signature",)
+OPENSSH_PREFIXES = (b"ssh-", b"ecdsa-", b"sk-")  # how an OpenSSH public key line starts
 
 
 class PluginError(RuntimeError):
@@ -113,8 +118,51 @@ def _read_key(path: str | Path) -> bytes:
     return data
 
 
+def _public_key(key: bytes):
+    """The public key ``key`` holds in any standard encoding (PEM, DER, OpenSSH; a PEM private key gives
+    its public half), or None when it is none of them: then, and only then, it may be an HMAC secret."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives import serialization
+
+    if b"-----BEGIN" in key:
+        loaders = (serialization.load_pem_public_key, serialization.load_pem_private_key)
+    elif key.lstrip().startswith(OPENSSH_PREFIXES):
+        loaders = (serialization.load_ssh_public_key,)
+    else:
+        loaders = (serialization.load_der_public_key,)
+    for load in loaders:
+        try:
+            loaded = load(key, password=None) if load is serialization.load_pem_private_key else load(key)
+        except (ValueError, TypeError, UnsupportedAlgorithm):
+            continue
+        return loaded.public_key() if hasattr(loaded, "private_bytes") else loaded
+    return None
+
+
+def key_kind(key_file: str | Path) -> tuple[str, object]:
+    """The one signature kind ``key_file`` verifies, and the key: ``("ed25519", public key)`` for an Ed25519
+    key (PEM public, or the private PEM it signed with), ``("hmac-sha256", secret bytes)`` for a file that
+    is no key in any standard encoding.  Any other key (RSA, a certificate, an unreadable PEM) is refused:
+    a key-shaped file is never read as a shared secret."""
+    from cryptography.hazmat.primitives.asymmetric.ed25519 import Ed25519PublicKey
+
+    key = _read_key(key_file)
+    public = _public_key(key)
+    if public is not None:
+        if not isinstance(public, Ed25519PublicKey):
+            raise PluginError(f"{key_file}: a {type(public).__name__} key; plugins are verified with Ed25519 keys only")
+        return "ed25519", public
+    if b"-----BEGIN" in key or key.lstrip().startswith(OPENSSH_PREFIXES):
+        raise PluginError(
+            f"{key_file}: looks like a key (PEM or OpenSSH) but does not load as one; a key file is never "
+            "used as an HMAC secret"
+        )
+    return "hmac-sha256", key
+
+
 def sign(manifest: dict, key_file: str | Path) -> dict:
-    """A signature over the content hash: ed25519 for a PEM private key, else HMAC-SHA256 with the file as secret."""
+    """A signature over the content hash: ed25519 for a PEM private key, else HMAC-SHA256 with the file as
+    secret (a public key is refused: it cannot sign, and as a secret it would be public)."""
     key = _read_key(key_file)
     message = manifest["content_hash"].encode()
     if b"PRIVATE KEY" in key:
@@ -130,34 +178,38 @@ def sign(manifest: dict, key_file: str | Path) -> dict:
             "value": private.sign(message).hex(),
             "key_id": hashlib.sha256(public).hexdigest()[:16],
         }
+    kind, secret = key_kind(key_file)
+    if kind != "hmac-sha256":
+        raise PluginError(f"{key_file}: a public key cannot sign; sign with its private key (PEM)")
     return {
         "kind": "hmac-sha256",
-        "value": hmac.new(key, message, hashlib.sha256).hexdigest(),
-        "key_id": hashlib.sha256(b"autagent-hmac-id" + key).hexdigest()[:16],
+        "value": hmac.new(secret, message, hashlib.sha256).hexdigest(),
+        "key_id": hashlib.sha256(b"autagent-hmac-id" + secret).hexdigest()[:16],
     }
 
 
 def verify_signature(manifest: dict, key_file: str | Path) -> str:
-    """Check the manifest's signature with ``key_file`` (public PEM or HMAC secret); returns the kind."""
+    """Check the manifest's signature with ``key_file``; returns the kind.  The key decides the algorithm
+    (:func:`key_kind`): a signature of any other kind is refused, whatever the manifest says."""
     signature = manifest.get("signature")
     if not isinstance(signature, dict) or not {"kind", "value"} <= set(signature):
         raise PluginError("plugin is not signed, but a verification key was given")
-    key = _read_key(key_file)
+    kind, key = key_kind(key_file)
+    if signature["kind"] != kind:
+        what = "an Ed25519 public key" if kind == "ed25519" else "an HMAC secret"
+        raise PluginError(
+            f"plugin is signed with {signature['kind']!r}, but {key_file} is {what}: it verifies {kind} signatures only"
+        )
     message = str(manifest.get("content_hash", "")).encode()
-    if signature["kind"] == "ed25519":
-        if b"PUBLIC KEY" not in key:
-            raise PluginError(f"{key_file}: an ed25519 signature needs a PEM public key")
+    if kind == "ed25519":
         from cryptography.exceptions import InvalidSignature
-        from cryptography.hazmat.primitives import serialization
 
         try:
-            serialization.load_pem_public_key(key).verify(bytes.fromhex(signature["value"]), message)
+            key.verify(bytes.fromhex(str(signature["value"])), message)
         except (InvalidSignature, ValueError, TypeError):
             raise PluginError("plugin signature does not verify with the given public key") from None
-    elif signature["kind"] == "hmac-sha256":
+    else:
         expected = hmac.new(key, message, hashlib.sha256).hexdigest()
         if not hmac.compare_digest(expected, str(signature["value"])):
             raise PluginError("plugin signature does not verify with the given HMAC key")
-    else:
-        raise PluginError(f"unknown signature kind {signature['kind']!r}")
-    return signature["kind"]
+    return kind
