@@ -193,16 +193,32 @@ class Plugin:
     def select(self, audio: str, question: str, choices=()) -> list[str]:
         return list(self.plugin.select(str(audio), question, tuple(choices)))
 
-    def set_dial(self, max_tools: int | None = None, latency_budget_ms: float | None = None) -> Plugin:
-        """Cut every selection to at most ``max_tools`` tools and/or to tools whose measured seconds fit
-        ``latency_budget_ms`` (:mod:`autagent.plugin.dial`); both None: the trained threshold alone."""
-        set_dial(self.plugin, Dial(max_tools, latency_budget_ms))
+    def set_dial(
+        self,
+        max_tools: int | None = None,
+        latency_budget_ms: float | None = None,
+        tools: int | None = None,
+        uncertified: bool = False,
+    ) -> Plugin:
+        """Set every selection's operating point (:mod:`autagent.plugin.dial`): exactly the ``tools`` most
+        probable tools, at most ``max_tools`` of the threshold's, and/or the tools whose measured seconds
+        fit ``latency_budget_ms``; none of them: the plugin's certified point (``uncertified``: its trained
+        threshold)."""
+        dial = Dial(max_tools, latency_budget_ms, tools)
+        if uncertified and hasattr(self.plugin, "dial"):
+            self.plugin.dial = None
+        set_dial(self.plugin, dial)
         return self
 
     def probabilities(self, audio: str, question: str, choices=()) -> dict[str, float] | None:
         """Each tool's probability of being called (a router's; None for an LM agent, which writes a list)."""
         probabilities = getattr(self.plugin, "probabilities", None)
         return probabilities(str(audio), question, tuple(choices)) if probabilities else None
+    @property
+    def certificate(self) -> dict | None:
+        """What ``autagent adapt --certify`` certified (the point, its margin, items and interval), or None."""
+        return self.manifest.get("certificate")
+
 
     def explain(self, audio: str, question: str, choices=()) -> dict | None:
         """Why these tools: unfamiliar inputs and, per tool, probabilities and whether the back-off decided

@@ -228,8 +228,13 @@ def run_select(args) -> int:
             raise UsageError("select needs --audio and --question (or --batch FILE|DIR)")
         queries = [Query(check_clip(args.audio), args.question, choices)]
 
-    dial = Dial(getattr(args, "max_tools", None), getattr(args, "latency_budget_ms", None))  # refused before loading
-    plugin = set_dial(load_plugin(args.plugin, tools_profile=args.profile, expected_sha256=args.plugin_sha256), dial)
+    dial = Dial(
+        getattr(args, "max_tools", None), getattr(args, "latency_budget_ms", None), getattr(args, "dial_tools", None)
+    )
+    plugin = load_plugin(args.plugin, tools_profile=args.profile, expected_sha256=args.plugin_sha256)
+    if getattr(args, "uncertified", False) and hasattr(plugin, "dial"):
+        plugin.dial = None  # the trained threshold, not the certified point
+    plugin = set_dial(plugin, dial)  # a bad dial was refused above, before loading
     if args.batch:
         with waiting(f"selecting for {len(queries)} clips"):
             lines = batch_lines(plugin, queries, args.explain)

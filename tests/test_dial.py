@@ -1,6 +1,7 @@
-"""The accuracy-for-cost dial: ``--max-tools K`` never calls more than K tools, a latency budget is honoured
-with the seconds the plugin records, the dial only removes tools the threshold calls, bad values are one
-line, and an eval's report carries the accuracy-against-tools curve beside the fixed order's."""
+"""The accuracy-for-cost dial: ``--tools K`` calls exactly the K most probable tools (the curve's points, by the
+same function), ``--max-tools K`` never calls more than K of the threshold's, a latency budget is honoured with
+the seconds the plugin records, bad values are one line, and an eval's report carries the accuracy-against-tools
+curve beside the fixed order's, each gap with its paired interval."""
 
 from __future__ import annotations
 
@@ -11,7 +12,9 @@ import torch
 
 from autagent import api
 from autagent.cli import main
-from autagent.plugin.dial import Dial, DialError, apply_dial, top_k
+from autagent.evaluation.cost_curve import cost_curve, fixed_order
+from autagent.evaluation.summary import MethodResult
+from autagent.plugin.dial import Dial, DialError, dialled, tool_seconds_of
 from autagent.policies.router.costs import tool_seconds, tool_values
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
@@ -30,30 +33,129 @@ VALUES = {
 }
 
 
-def test_apply_dial_caps_the_count_and_fits_the_budget_skipping_what_does_not_fit():
-    ranked = [("asr", "tempo", "emotion"), ("chords",), ()]
-    assert apply_dial(ranked, Dial(max_tools=1), SECONDS, SEVEN) == [("asr",), ("chords",), ()]
-    assert apply_dial(ranked, Dial(max_tools=0), SECONDS, SEVEN) == [(), (), ()]
+def _probs(*rows):
+    """Probabilities per query in SEVEN's order, and the threshold's 0/1 selections from them."""
+    probs = torch.tensor(rows)
+    return (probs > 0.5).float(), probs
+
+
+# asr 0.9, tempo 0.8, emotion 0.7 are called at the threshold on query 0; chords on query 1; nothing on query 2
+THRESHOLD = _probs(
+    [0.9, 0.7, 0.2, 0.8, 0.1, 0.3, 0.05],
+    [0.1, 0.2, 0.6, 0.1, 0.3, 0.45, 0.2],
+    [0.4, 0.3, 0.2, 0.1, 0.35, 0.05, 0.01],
+)
+
+
+def test_max_tools_and_the_latency_budget_cut_the_thresholds_tools_most_probable_first():
+    chosen, probs = THRESHOLD
+    cut = lambda dial: dialled(chosen, probs, list(SEVEN), dial, SECONDS)  # noqa: E731
+    assert cut(None) == [("asr", "emotion", "tempo"), ("chords",), ()]
+    assert cut(Dial(max_tools=1)) == [("asr",), ("chords",), ()]
+    assert cut(Dial(max_tools=0)) == [(), (), ()]
     # 200 ms: asr (900 ms) does not fit, tempo (100) and emotion (50) do; the output keeps the tools' order
-    assert apply_dial(ranked, Dial(latency_budget_ms=200), SECONDS, SEVEN) == [("emotion", "tempo"), (), ()]
-    assert apply_dial(ranked, None, SECONDS, SEVEN) == [("asr", "emotion", "tempo"), ("chords",), ()]
+    assert cut(Dial(latency_budget_ms=200)) == [("emotion", "tempo"), (), ()]
 
 
-@pytest.mark.parametrize("kwargs", [{"max_tools": -1}, {"max_tools": 1.5}, {"latency_budget_ms": -3.0}])
+def test_tools_k_calls_exactly_the_k_most_probable_whatever_the_threshold():
+    chosen, probs = THRESHOLD
+    exact = lambda k: dialled(chosen, probs, list(SEVEN), Dial(tools=k), SECONDS)  # noqa: E731
+    assert exact(1) == [("asr",), ("chords",), ("asr",)]  # query 2: nothing at the threshold, its best tool here
+    assert exact(2) == [("asr", "tempo"), ("chords", "sound_events"), ("asr", "pitch")]
+    assert exact(0) == [(), (), ()] and all(len(z) == 7 for z in exact(7))
+    # ties go to the earlier tool
+    tied = torch.full((1, 7), 0.5)
+    assert dialled((tied > 0.5).float(), tied, list(SEVEN), Dial(tools=2), SECONDS) == [("asr", "emotion")]
+    # with a latency budget the K most probable that fit: query 0's asr (900 ms) does not fit 300 ms
+    assert dialled(chosen, probs, list(SEVEN), Dial(tools=3, latency_budget_ms=300), SECONDS)[0] == ("emotion", "tempo")
+
+
+def test_tool_seconds_of_a_selection_sum_one_by_one_and_take_the_slowest_side_by_side():
+    assert tool_seconds_of([("asr", "tempo"), ()], SECONDS) == {"serial": 0.5, "parallel": 0.45}
+    assert tool_seconds_of([("asr",)], {}) is None
+
+
+@pytest.mark.parametrize("kwargs", [{"max_tools": -1}, {"max_tools": 1.5}, {"latency_budget_ms": -3.0}, {"tools": -1}])
 def test_a_bad_dial_is_refused(kwargs):
     with pytest.raises(DialError):
         Dial(**kwargs)
 
 
 def test_a_latency_budget_without_recorded_seconds_names_the_tools():
-    with pytest.raises(DialError, match=r"\['asr'\]"):
-        apply_dial([("asr",)], Dial(latency_budget_ms=100), {}, SEVEN)
+    chosen, probs = THRESHOLD
+    with pytest.raises(DialError, match=r"\['asr', 'emotion', 'tempo'\]"):
+        dialled(chosen[:1], probs[:1], list(SEVEN), Dial(latency_budget_ms=100), {})
 
 
-def test_top_k_takes_the_k_most_probable_whatever_the_threshold():
-    scores = torch.tensor([[0.1, 0.9, 0.3], [0.2, 0.2, 0.8]])
-    assert top_k(scores, ["a", "b", "c"], 2) == [("b", "c"), ("a", "c")]
-    assert top_k(scores, ["a", "b", "c"], 0) == [(), ()]
+class _StubPlugin:
+    """A router plugin's selection surface with fixed probabilities (the dial goes through :func:`dialled`)."""
+
+    def __init__(self, probs, values):
+        self.probs, self.tools, self.dial = probs, list(SEVEN), None
+        self.manifest = {"tool_values": values, "tool_values_source": "a test's numbers", "tool_seconds": SECONDS}
+
+    def select_many(self, samples):
+        probs = self.probs[: len(samples)]
+        return dialled((probs > 0.5).float(), probs, self.tools, self.dial, SECONDS)
+
+
+def test_the_curve_ranks_by_probability_orders_the_fixed_tools_best_first_and_gaps_learned_minus_fixed():
+    """Each query is right exactly when its subset is asr alone.  The plugin ranks asr first on every query
+    and the recorded values rank chords best, asr worst: learned K = 1 is right everywhere, fixed K = 1
+    (chords) nowhere, so the gap at K = 1 is +1 with a paired interval above 0.  A reversed ranking, a
+    fixed order added worst first, or a gap of fixed − learned each change these numbers."""
+    n = 12
+    probs = torch.tensor([[0.9, 0.4, 0.2, 0.6, 0.1, 0.3, 0.05]] * n)
+    values = {
+        "asr": -0.2,
+        "emotion": 0.0,
+        "chords": 0.3,
+        "tempo": 0.1,
+        "pitch": 0.0,
+        "sound_events": 0.05,
+        "speakers": 0,
+    }
+    plugin = _StubPlugin(probs, values)
+
+    def run(subsets):
+        right = [tuple(z) == ("asr",) for z in subsets]
+        return MethodResult(list(subsets), ["x"] * len(subsets), right, [None] * len(subsets))
+
+    block = {"policy": {"accuracy": 0.0, "avg_tools": 2.0}}
+    curve = cost_curve(plugin, list(range(n)), run, SEVEN, block)
+    assert [p["accuracy"] for p in curve["plugin"][:3]] == [0.0, 1.0, 0.0]
+    assert curve["plugin"][1]["tool_seconds"] == {"serial": 0.9, "parallel": 0.9}
+    fixed = curve["fixed_order"]
+    assert fixed["order"][:2] == ["chords", "tempo"] and fixed["order"][-1] == "asr"
+    assert [p["accuracy"] for p in fixed["points"]] == [0.0] * 8
+    assert fixed["gap"][1] == 1.0 and fixed["gap"][0] == 0.0
+    low, high = fixed["gap_interval_95"][1]
+    assert 0.45 < low < 0.5 and high == 1.0  # 12 of 12 discordant pairs favour the plugin: 2·0.025^(1/12) − 1
+    assert plugin.dial is None  # the curve puts the plugin's own dial back
+    assert fixed_order(plugin.manifest, SEVEN)[0] == [
+        "chords",
+        "tempo",
+        "sound_events",
+        "emotion",
+        "pitch",
+        "speakers",
+        "asr",
+    ]
+
+
+def test_tool_values_are_each_tools_gain_alone_over_no_tool_from_the_table():
+    from autagent.policies.router.costs import tool_values
+
+    class Table:  # query 0: right with asr alone only; query 1: right with nothing and with anything
+        items = ["q0", "q1"]
+
+        def correct_matrix(self, items, subsets):
+            assert subsets[0] == () and subsets[1:] == [(t,) for t in SEVEN]
+            return [[0] + [t == "asr" for t in SEVEN], [1] * 8]
+
+    values, source = tool_values(SEVEN, [], Table())
+    assert values["asr"] == 0.5 and all(values[t] == 0.0 for t in SEVEN if t != "asr")
+    assert source == "2 training queries (the answer table)"
 
 
 class _Pool:

@@ -155,14 +155,18 @@ def cmd_train(args) -> int:
 
 
 def cmd_adapt(args) -> int:
+    from ..plugin.card import certificate_lines
     from ..reasoners.base import ReasonerFailing
-    from ..recipes.adapt import adapt_config, run_adapt
+    from ..recipes.adapt import adapt_config, hold_out, run_adapt
+    from ..recipes.certify import CertifyConfig
 
+    certify_with = None if args.certify is None else CertifyConfig(eps=args.certify)
     config = adapt_config(
         args.plugin, args.reasoner, args.out, args.budget, args.tool_cost, args.config, overrides(args.set)
     )
+    config = hold_out(config, certify_with)
     try:
-        summary = run_adapt(config, args.out, resume=args.resume)
+        summary = run_adapt(config, args.out, resume=args.resume, certify_with=certify_with)
     except ReasonerFailing as err:
         raise ReasonerFailing(
             f"{err}. Every answer given so far is kept in {config.answer_cache_dir} and counted in "
@@ -188,6 +192,8 @@ def cmd_adapt(args) -> int:
             f"  cross-validated ({found['folds']} folds, price {found['price']}): chose {found['chosen']}, held-out "
             f"accuracy {100 * best['accuracy']:.1f} %, {best['avg_tools']:.2f} tools, reward {best['reward']:+.3f}"
         )
+    for line in certificate_lines(summary["certificate"]) if summary.get("certificate") else []:
+        print(f"  {line}")
     print(f"  evaluate it: autagent eval --plugin {args.out} --reasoner {args.reasoner} [--config ...]")
     return 0
 
@@ -204,11 +210,11 @@ def cmd_eval(args) -> int:
     if args.reasoner:
         target = config.eval_reasoner or config.reasoner
         target.kind = args.reasoner
-    if args.max_tools is not None or args.latency_budget_ms is not None:
-        from ..plugin.dial import Dial
+    from ..plugin.dial import Dial
 
-        Dial(args.max_tools, args.latency_budget_ms)  # a bad value: one line, before the data and the tools
-        config.eval.max_tools, config.eval.latency_budget_ms = args.max_tools, args.latency_budget_ms
+    Dial(args.max_tools, args.latency_budget_ms, args.dial_tools)  # a bad value: one line, before data and tools
+    config.eval.max_tools, config.eval.latency_budget_ms = args.max_tools, args.latency_budget_ms
+    config.eval.tools, config.eval.uncertified = args.dial_tools, args.uncertified
     out = args.out or str(config.run_dir / "eval")
     metrics = run_eval(config, out, args.plugin, log_to_wandb=True, expected_sha256=args.plugin_sha256)
     _print_summary(metrics)

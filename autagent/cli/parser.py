@@ -9,6 +9,7 @@ from .commands import (
     cmd_adapt,
     cmd_answer,
     cmd_check_selection,
+from ..recipes.certify import DEFAULT_EPS
     cmd_data_generate,
     cmd_data_validate,
     cmd_eval,
@@ -71,7 +72,12 @@ def with_dial(p):
         "--max-tools",
         type=int,
         metavar="K",
-        help="the dial: call at most K tools per query, the plugin's most probable first (default: its threshold)",
+        help="the dial: call at most K of the tools the plugin's threshold calls, the most probable first",
+    )
+    p.add_argument(
+        "--uncertified",
+        action="store_true",
+        help="use the plugin's trained threshold even where autagent adapt --certify gave it a certified point",
     )
     p.add_argument(
         "--latency-budget-ms",
@@ -144,6 +150,14 @@ def add_training(sub) -> None:
     ad.add_argument("--tool-cost", type=float, help="your price of one tool call, in answers (default 0: accuracy)")
     ad.add_argument("--resume", action="store_true", help="continue a stopped adaptation (its answers are kept)")
     ad.set_defaults(func=cmd_adapt)
+    p.add_argument(
+        "--tools",
+        type=int,
+        metavar="K",
+        dest="dial_tools",
+        help="the dial: call exactly the plugin's K most probable tools per query (a point of the eval's cost "
+        "curve; default: the plugin's certified point, else its threshold)",
+    )
 
     ev = with_pin(with_config(sub.add_parser("eval", help="every baseline (and a plugin's policy) on a dataset")))
     ev.add_argument("--out", help="output directory (default runs/<name>/eval)")
@@ -220,6 +234,18 @@ def add_plugin(sub) -> None:
     )
     sgn.set_defaults(func=cmd_plugin_sign)
     bko = with_config(plugin.add_parser("backoff", help="a copy of a router plugin with a fitted back-off"))
+    ad.add_argument(
+        "--certify",
+        type=float,
+        metavar="EPS",
+        default=DEFAULT_EPS,
+        help="hold part of the budget's queries out of training and certify on them the cheapest operating point "
+        f"that loses at most EPS (a fraction: {DEFAULT_EPS} is {100 * DEFAULT_EPS:.0f} points) against All-Tools, "
+        f"95 %% one-sided (default {DEFAULT_EPS}: what the default budget can certify); serve and select use it",
+    )
+    ad.add_argument(
+        "--no-certify", dest="certify", action="store_const", const=None, help="train on every query, certify nothing"
+    )
     bko.add_argument("directory")
     bko.add_argument("--out", required=True, help="the new plugin folder (must not exist)")
     bko.add_argument("--rule", choices=["vote", "fill"], help="how the zero-shot head speaks (default vote)")

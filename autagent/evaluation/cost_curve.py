@@ -8,12 +8,17 @@ average gain alone over no tool on the training queries (``tool_values`` in the 
 export).  The learned curve earns its keep where it lies above the fixed one.
 
 Every point is a plain evaluation through the answer cache (K = 0 is No-Tool, K = T All-Tools; the
-subset oracles have usually asked the rest), so the curve is cheap where those ran.
+subset oracles have usually asked the rest), so the curve is cheap where those ran.  The learned points
+are selected by the plugin's own ``select_many`` with ``Dial(tools=K)``: the function ``--tools K`` runs in
+``select``, ``serve`` and ``eval``, so a point of this curve is what the shipped dial gives.  Each point
+also carries its tool-seconds per answer (:func:`autagent.plugin.dial.tool_seconds_of`), so the curve
+reads against seconds as well as against tools.
 """
 
 from __future__ import annotations
 
-from ..plugin.dial import top_k
+from ..plugin.dial import Dial, recorded_seconds, tool_seconds_of
+from .paired import paired_difference
 
 
 def fixed_order(manifest: dict, tool_ids) -> tuple[list[str], str] | None:
@@ -26,13 +31,29 @@ def fixed_order(manifest: dict, tool_ids) -> tuple[list[str], str] | None:
     return order, str(manifest.get("tool_values_source", "the training queries"))
 
 
-def _point(k, result) -> dict:
+def _point(k, result, seconds: dict) -> dict:
     n = max(len(result.correct), 1)
-    return {
+    point = {
         "k": k,
         "accuracy": round(sum(result.correct) / n, 4),
         "avg_tools": round(sum(len(z) for z in result.subsets) / n, 4),
     }
+    spent = tool_seconds_of(result.subsets, seconds)
+    return point | ({"tool_seconds": spent} if spent else {})
+
+
+def learned_results(plugin, samples, run, tool_ids) -> list:
+    """The plugin's K = 0..T results: its own selection with ``Dial(tools=K)``, the dial a user sets with
+    ``--tools K`` (the plugin's dial is put back after)."""
+    kept = plugin.dial
+    results = []
+    try:
+        for k in range(len(tool_ids) + 1):
+            plugin.dial = Dial(tools=k)
+            results.append(run([tuple(t for t in tool_ids if t in z) for z in plugin.select_many(samples)]))
+    finally:
+        plugin.dial = kept
+    return results
 
 
 def cost_curve(plugin, samples, run, tool_ids, block: dict, values: tuple[dict, str] | None = None) -> dict:
@@ -41,23 +62,28 @@ def cost_curve(plugin, samples, run, tool_ids, block: dict, values: tuple[dict, 
     evaluates one subset per sample (the harness's ``run_method`` on this reasoner and these records);
     ``values``: (tool values, their source) measured at eval for a plugin that records none."""
     tool_ids = tuple(tool_ids)
-    _, scores = plugin.scores_many(samples)
-    order = list(plugin.tools)
-    learned = []
-    for k in range(len(tool_ids) + 1):
-        subsets = [tuple(t for t in tool_ids if t in z) for z in top_k(scores, order, k)]
-        learned.append(_point(k, run(subsets)))
+    seconds = recorded_seconds(plugin.manifest)
+    learned_runs = learned_results(plugin, samples, run, tool_ids)
+    learned = [_point(k, result, seconds) for k, result in enumerate(learned_runs)]
     out = {"plugin": learned, "threshold": None, "fixed_order": None}
     if "policy" in block:
         out["threshold"] = {"accuracy": block["policy"]["accuracy"], "avg_tools": block["policy"]["avg_tools"]}
+        if "tool_seconds" in block["policy"]:
+            out["threshold"]["tool_seconds"] = block["policy"]["tool_seconds"]
     recorded = {"tool_values": values[0], "tool_values_source": values[1]} if values else plugin.manifest
     found = fixed_order(recorded, tool_ids)
     if found is not None:
         ranked, source = found
-        points = []
-        for k in range(len(tool_ids) + 1):
-            subset = tuple(t for t in tool_ids if t in ranked[:k])
-            points.append(_point(k, run([subset] * len(samples))))
-        gaps = [round(a["accuracy"] - b["accuracy"], 4) for a, b in zip(learned, points)]
-        out["fixed_order"] = {"order": ranked, "source": source, "points": points, "gap": gaps}
+        fixed_runs = [
+            run([tuple(t for t in tool_ids if t in ranked[:k])] * len(samples)) for k in range(len(tool_ids) + 1)
+        ]
+        points = [_point(k, result, seconds) for k, result in enumerate(fixed_runs)]
+        paired = [paired_difference(f.correct, g.correct) for f, g in zip(fixed_runs, learned_runs)]
+        out["fixed_order"] = {
+            "order": ranked,
+            "source": source,
+            "points": points,
+            "gap": [round(p["difference"], 4) for p in paired],  # learned − fixed, the same items
+            "gap_interval_95": [p["interval"] for p in paired],
+        }
     return out

@@ -76,6 +76,11 @@ class EvalConfig:
     """The dial on the ``policy`` method: at most this many tools per query (:mod:`autagent.plugin.dial`)."""
     latency_budget_ms: float | None = None
     """The dial on the ``policy`` method: tools whose measured seconds (summed) fit in this many ms."""
+    tools: int | None = None
+    """The dial on the ``policy`` method: exactly this many tools per query, the most probable (a point of
+    the cost curve)."""
+    uncertified: bool = False
+    """The ``policy`` method at the plugin's trained threshold even where it carries a certified point."""
     cost_curve: bool = True
     """With a router plugin: the accuracy-against-tools curve (its K most probable tools, K = 0..T, and its
     threshold) beside a fixed order's (:mod:`autagent.evaluation.cost_curve`), in metrics, report and plot."""
@@ -273,8 +278,9 @@ def evaluate(
         quality = selection_quality(samples, r.subsets) if name in SELECTORS else None
         if quality:
             block[name]["selection"] = quality
-        if name != "no_tool" and "no_tool" in results:
-            block[name]["vs_no_tool"] = versus(results["no_tool"], r)
+        for reference in ("no_tool", "all_tools"):  # each method against both ends, paired over the items
+            if name != reference and reference in results:
+                block[name][f"vs_{reference}"] = versus(results[reference], r)
     return block, results
 
 

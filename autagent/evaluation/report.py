@@ -172,17 +172,34 @@ def by_category(metrics: dict) -> list[str]:
     return _by_domain(metrics, "by_category", "category") + _by_domain(metrics, "by_subcategory", "sub-category")
 
 
+def _against(metrics: dict, reference: str) -> list[str]:
+    """One method per row against ``reference`` on the same items: the four counts and the difference in
+    accuracy with its exact paired 95 % interval (:mod:`.paired`)."""
+    key = f"vs_{reference}"
+    rows = []
+    for name, m in metrics["methods"].items():
+        if key not in m:
+            continue
+        v = m[key]
+        interval = v.get("interval_95")
+        paired = (
+            f"{100 * v['difference']:+.1f} [{100 * interval[0]:+.1f}, {100 * interval[1]:+.1f}]" if interval else "–"
+        )
+        rows.append(
+            [_name(metrics, name), *(str(v[k]) for k in ("improved", "degraded", "both_correct", "both_wrong")), paired]
+        )
+    head = ["Method", "Improved", "Degraded", "Both correct", "Both wrong", "difference [paired 95 % interval]"]
+    title = f"## Against {label(reference)}"
+    note = "Points of accuracy, the same items; the interval is exact (McNemar's, over the items one alone gets right)."
+    return ["", title, "", note, "", *_table(head, rows)] if rows else []
+
+
 def against_no_tool(metrics: dict) -> list[str]:
-    rows = [
-        [
-            _name(metrics, name),
-            *(str(m["vs_no_tool"][k]) for k in ("improved", "degraded", "both_correct", "both_wrong")),
-        ]
-        for name, m in metrics["methods"].items()
-        if "vs_no_tool" in m
-    ]
-    head = ["Method", "Improved", "Degraded", "Both correct", "Both wrong"]
-    return ["", "## Against No-Tool", "", *_table(head, rows)] if rows else []
+    return _against(metrics, "no_tool")
+
+
+def against_all_tools(metrics: dict) -> list[str]:
+    return _against(metrics, "all_tools")
 
 
 def tool_calls(metrics: dict) -> list[str]:
@@ -217,34 +234,54 @@ def selection(metrics: dict) -> list[str]:
     return [*lines, "", note, "", *_table(["kind", *(_name(metrics, n) for n in chosen)], rows)]
 
 
+def _seconds(point: dict) -> str:
+    spent = point.get("tool_seconds")
+    return f"{spent['serial']:.2f} / {spent['parallel']:.2f}" if spent else "–"
+
+
 def dial_curve(metrics: dict) -> list[str]:
-    """report.md's section: the two curves as a table (accuracy in %, tools per query)."""
+    """report.md's section: the two curves as a table (accuracy in %, tools and tool-seconds per query, the
+    gap with its paired interval)."""
     curve = metrics.get("cost_curve")
     if not curve:
         return []
     fixed = curve.get("fixed_order")
-    head = ["K (tools at most)", "plugin's K most probable: acc", "tools"]
+    head = ["K (--tools K)", "plugin's K most probable: acc", "tools", "tool-s one by one / side by side"]
     if fixed:
-        head += ["fixed order: acc", "gap (plugin − fixed)"]
+        head += ["fixed order: acc", "gap (plugin − fixed) [paired 95 %]"]
     rows = []
     for k, point in enumerate(curve["plugin"]):
-        row = [str(point["k"]), f"{100 * point['accuracy']:.1f}", f"{point['avg_tools']:.2f}"]
+        row = [str(point["k"]), f"{100 * point['accuracy']:.1f}", f"{point['avg_tools']:.2f}", _seconds(point)]
         if fixed:
-            row += [f"{100 * fixed['points'][k]['accuracy']:.1f}", f"{100 * fixed['gap'][k]:+.1f}"]
+            gap, intervals = fixed["gap"][k], fixed.get("gap_interval_95")
+            shown = f"{100 * gap:+.1f}"
+            if intervals:
+                shown += f" [{100 * intervals[k][0]:+.1f}, {100 * intervals[k][1]:+.1f}]"
+            row += [f"{100 * fixed['points'][k]['accuracy']:.1f}", shown]
         rows.append(row)
     if curve.get("threshold"):
         point = curve["threshold"]
-        rows.append(
-            ["threshold", f"{100 * point['accuracy']:.1f}", f"{point['avg_tools']:.2f}"] + ["", ""] * bool(fixed)
-        )
+        shipped = [
+            "the plugin's default",
+            f"{100 * point['accuracy']:.1f}",
+            f"{point['avg_tools']:.2f}",
+            _seconds(point),
+        ]
+        rows.append(shipped + ["", ""] * bool(fixed))
     lines = ["", "## Accuracy against tools (the dial)", ""]
     lines.append(
-        "The plugin's K most probable tools per query against the same K tools for every query"
+        "The plugin's K most probable tools per query (`--tools K`, the same selection) against the same K tools "
+        "for every query"
         + (
             f", added in the order {', '.join(fixed['order'])} (average gain alone on {fixed['source']})."
             if fixed
             else "."
         )
+    )
+    lines.append(
+        "The plugin's default is its certified point where `autagent adapt --certify` gave it one, else its trained "
+        "threshold (a tool is called when its probability exceeds one half). Tool-seconds per query from each "
+        "tool's seconds measured at export."
     )
     if not fixed:
         lines.append("No fixed order: the plugin records no tool values (exported before the dial).")
@@ -262,6 +299,7 @@ SECTIONS: list[Callable[[dict], list[str]]] = [
     unscorable,
     by_category,
     against_no_tool,
+    against_all_tools,
     tool_calls,
     selection,
     dial_curve,

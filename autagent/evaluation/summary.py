@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from rewards.scoring import official_correct
 
 from ..data.sample import Sample
+from .paired import paired_difference
 from .report import wilson
 
 Subset = tuple[str, ...]
@@ -106,13 +107,17 @@ def selection_quality(samples: list[Sample], subsets: list[Subset]) -> dict | No
 
 
 def versus(reference: MethodResult, other: MethodResult) -> dict:
-    """Improved / Degraded / Both-correct / Both-wrong counts of ``other`` against ``reference``."""
+    """Improved / Degraded / Both-correct / Both-wrong counts of ``other`` against ``reference``, and the
+    difference in accuracy with its exact paired 95 % interval over the items (:mod:`.paired`)."""
     pairs = Counter((a, b) for a, b in zip(reference.correct, other.correct))
+    paired = paired_difference(reference.correct, other.correct)
     return {
         "improved": pairs[(False, True)],
         "degraded": pairs[(True, False)],
         "both_correct": pairs[(True, True)],
         "both_wrong": pairs[(False, False)],
+        "difference": round(paired["difference"], 4),
+        "interval_95": paired["interval"],
     }
 
 

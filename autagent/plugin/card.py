@@ -75,6 +75,41 @@ def training_lines(manifest: dict) -> list[str]:
     return [*lines, ""]
 
 
+def certificate_lines(certificate: dict) -> list[str]:
+    """What the command line and the model card say of an ``autagent adapt --certify`` certificate."""
+    c = certificate
+    level = f"{100 * c['confidence']:.0f} % one-sided, {c['n']} held-out queries"
+    if not c.get("certified"):
+        return [
+            f"certificate: no point cheaper than All-Tools is within {100 * c['eps']:.1f} points of it ({level}): "
+            "the plugin calls every tool"
+        ]
+    spent, full = c.get("tool_seconds") or {}, c.get("all_tools_seconds") or {}
+    share = (
+        f"; {100 * spent['serial'] / full['serial']:.0f} % of All-Tools' tool-seconds"
+        if spent and full.get("serial")
+        else ""
+    )
+    return [
+        f"certificate: {c['label']} ({c['avg_tools'] if 'avg_tools' in c else '?'} tools a query) loses at most "
+        f"{100 * c['eps']:.1f} points against All-Tools ({level}; observed {100 * c['difference']:+.1f}, "
+        f"lower bound {100 * c['lower_bound']:+.1f}{share}); serve, select and eval use it unless told otherwise"
+    ]
+
+
+def certificate_section(certificate: dict | None) -> list[str]:
+    """The model card's section on the certified operating point (none without a certificate)."""
+    if not certificate:
+        return []
+    return [
+        "## Certified operating point",
+        "",
+        *certificate_lines(certificate),
+        f"- reasoner: `{certificate['reasoner']}`",
+        "",
+    ]
+
+
 def model_card(manifest: dict, evaluation: dict | None = None) -> str:
     """The README.md of a plugin whose manifest (without files and hash) is ``manifest``."""
     config = manifest.get("training_config") or {}
@@ -110,6 +145,7 @@ def model_card(manifest: dict, evaluation: dict | None = None) -> str:
         f"`{(config.get('reasoner') or {}).get('kind', '?')}` reasoner.",
         "",
         *training_lines(manifest),
+        *certificate_section(manifest.get("certificate")),
         "## Evaluation",
         "",
         *evaluation_table(evaluation),

@@ -1,22 +1,28 @@
-"""The accuracy-for-cost dial: a plugin's selection cut to at most ``max_tools`` tools and/or to the tools
-whose measured seconds fit a latency budget, at serve time, without retraining.
+"""The accuracy-for-cost dial: a router plugin's selection set at serve time, without retraining, as exactly
+the ``tools`` most probable tools, at most ``max_tools`` of those its threshold calls, and/or the tools
+whose measured seconds fit a latency budget.
 
 Why: a plugin's price per tool is fixed when it is trained, but the user's is not (a phone on a slow
 link, a batch job with time to spare).  A router scores every tool (its probability of calling it), so
-any cut of the same ranking is a cheaper plugin: the most probable tools first.  The trained threshold
-(a tool is called when its probability exceeds one half) stays the default and the ceiling: the dial
-only removes tools, never adds one the plugin would not call (``ranked`` lists hold the called tools in
-the plugin's order of preference).
+any cut of the same ranking is another operating point: the most probable tools first.
+
+* ``tools=K`` calls exactly the K most probable tools whatever the threshold: the points of the
+  evaluation's accuracy-against-tools curve (:mod:`autagent.evaluation.cost_curve` calls this very
+  function through the plugin), so what the curve measured at K is what ``--tools K`` ships;
+* ``max_tools=K`` only removes tools: at most K of those the trained threshold calls (a query on which the
+  threshold calls one tool keeps one);
+* ``latency_budget_ms`` walks the same ranking (the threshold's tools, or the K most probable with
+  ``tools``) and keeps each tool whose seconds still fit.
 
 Latency is the **sum** of the chosen tools' seconds per clip as measured on the exporting machine
 (``tool_seconds`` in the manifest): what one process running them one after another pays; a pool that
-runs them side by side pays less, so the budget is an upper bound there.  A tool that does not fit is
-skipped and the next one tried (a cheap useful tool still fits after an expensive one is refused).
+runs them side by side pays the slowest one, so the budget is an upper bound there.  A tool that does not
+fit is skipped and the next one tried (a cheap useful tool still fits after an expensive one is refused).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from .trust import PluginError
 
@@ -30,22 +36,40 @@ class DialError(PluginError):
 @dataclass(frozen=True)
 class Dial:
     max_tools: int | None = None
-    """Call at most this many tools per query (the most probable of those the plugin calls); None: no cap."""
+    """Call at most this many of the tools the trained threshold calls (the most probable first); None: no cap."""
     latency_budget_ms: float | None = None
     """Call tools, most probable first, only while their measured seconds (summed) fit in this many
     milliseconds; None: no budget."""
+    tools: int | None = None
+    """Call exactly this many tools per query, the most probable, whatever the threshold (the curve's
+    points); None: the threshold's tools."""
 
     def __post_init__(self):
-        if self.max_tools is not None and (isinstance(self.max_tools, bool) or not isinstance(self.max_tools, int)):
-            raise DialError(f"max_tools must be a whole number >= 0, got {self.max_tools!r}")
-        if self.max_tools is not None and self.max_tools < 0:
-            raise DialError(f"max_tools must be >= 0, got {self.max_tools}")
+        for name in ("max_tools", "tools"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int)):
+                raise DialError(f"{name} must be a whole number >= 0, got {value!r}")
+            if value is not None and value < 0:
+                raise DialError(f"{name} must be >= 0, got {value}")
         if self.latency_budget_ms is not None and not self.latency_budget_ms >= 0:
             raise DialError(f"latency_budget_ms must be >= 0, got {self.latency_budget_ms!r}")
 
     @property
     def active(self) -> bool:
-        return self.max_tools is not None or self.latency_budget_ms is not None
+        return self.max_tools is not None or self.latency_budget_ms is not None or self.tools is not None
+
+    def describe(self) -> dict:
+        """The settings that are set (``{}``: the trained threshold)."""
+        return {k: v for k, v in asdict(self).items() if v is not None}
+
+    @classmethod
+    def of(cls, settings: dict | None) -> Dial:
+        """A dial from :meth:`describe`'s form (a certificate's point); unknown keys refused."""
+        settings = dict(settings or {})
+        unknown = sorted(set(settings) - {"max_tools", "latency_budget_ms", "tools"})
+        if unknown:
+            raise DialError(f"unknown dial settings {unknown}")
+        return cls(**settings)
 
 
 def set_dial(plugin, dial: Dial | None):
@@ -54,7 +78,9 @@ def set_dial(plugin, dial: Dial | None):
     if dial is None or not dial.active:
         return plugin
     if not hasattr(plugin, "dial"):
-        raise DialError("--max-tools and --latency-budget-ms need per-tool scores: a router plugin, not an LM agent's")
+        raise DialError(
+            "--tools, --max-tools and --latency-budget-ms need per-tool scores: a router plugin, not an LM's"
+        )
     plugin.dial = dial
     return plugin
 
@@ -64,22 +90,36 @@ def recorded_seconds(manifest: dict) -> dict[str, float]:
     return {str(k): float(v) for k, v in (manifest.get("tool_seconds") or {}).items()}
 
 
-def apply_dial(ranked: list[Subset], dial: Dial | None, seconds: dict[str, float] | None, order) -> list[Subset]:
-    """Each query's tools after the dial: ``ranked`` holds the tools the plugin calls per query, most
-    probable first; the result keeps the plugin's tool ``order`` (records are shown in that order, so
-    the answers a reasoner caches are shared with undialled selections)."""
+def ranking(probs, order) -> list[Subset]:
+    """Each query's tools, most probable first (``probs``: ``[B, T]`` in ``order``; ties go to the earlier tool)."""
+    out = []
+    for row in probs:
+        out.append(tuple(order[j] for j in sorted(range(len(order)), key=lambda j: (-float(row[j]), j))))
+    return out
+
+
+def dialled(chosen, probs, order, dial: Dial | None, seconds: dict[str, float] | None) -> list[Subset]:
+    """Each query's tools under ``dial``: ``chosen`` ``[B, T]`` the threshold's 0/1 selections, ``probs`` each
+    tool's probability, both in ``order``; the result keeps ``order`` (records are shown in that order, so
+    the answers a reasoner caches are shared between operating points).  The one function every path
+    that selects with a dial calls: the service, ``select``, ``eval`` and the cost curve."""
+    ranked = ranking(probs, order)
     if dial is None or not dial.active:
-        kept = ranked
+        kept = [tuple(t for t in row if on[order.index(t)] > 0.5) for row, on in zip(ranked, chosen)]
     else:
         budget = None if dial.latency_budget_ms is None else dial.latency_budget_ms / 1000.0
+        if dial.tools is not None:
+            base = [row[: dial.tools] for row in ranked]
+        else:
+            base = [tuple(t for t in row if on[order.index(t)] > 0.5) for row, on in zip(ranked, chosen)]
         if budget is not None:
-            missing = sorted({t for row in ranked for t in row if t not in (seconds or {})})
+            missing = sorted({t for row in base for t in row if t not in (seconds or {})})
             if missing:
                 raise DialError(
                     f"a latency budget needs each tool's measured seconds; this plugin records none for {missing} "
-                    "(plugins exported before the dial: use --max-tools, or re-export)"
+                    "(plugins exported before the dial: use --tools or --max-tools, or re-export)"
                 )
-        kept = [_cut(row, dial.max_tools, budget, seconds or {}) for row in ranked]
+        kept = [_cut(row, dial.max_tools, budget, seconds or {}) for row in base]
     position = {t: i for i, t in enumerate(order)}
     return [tuple(sorted(row, key=lambda t: position.get(t, len(position)))) for row in kept]
 
@@ -97,11 +137,23 @@ def _cut(row: Subset, max_tools: int | None, budget: float | None, seconds: dict
     return tuple(out)
 
 
-def top_k(scores, order, k: int) -> list[Subset]:
-    """Each query's ``k`` highest-scoring tools whatever the threshold (``scores``: ``[B, T]`` in ``order``;
-    ties go to the earlier tool): the points of the accuracy-against-tools curve."""
-    out = []
-    for row in scores:
-        ranking = sorted(range(len(order)), key=lambda j: (-float(row[j]), j))
-        out.append(tuple(order[j] for j in sorted(ranking[:k])))
-    return out
+def tool_seconds_of(subsets, seconds: dict[str, float]) -> dict | None:
+    """Tool-seconds per answer of ``subsets`` from each tool's measured seconds per clip: ``serial`` (one
+    after another, the sum) and ``parallel`` (side by side on the pool, the slowest); None when a called
+    tool has no measured seconds."""
+    if any(t not in seconds for z in subsets for t in z):
+        return None
+    n = max(len(subsets), 1)
+    serial = sum(sum(seconds[t] for t in z) for z in subsets) / n
+    parallel = sum(max((seconds[t] for t in z), default=0.0) for z in subsets) / n
+    return {"serial": round(serial, 4), "parallel": round(parallel, 4)}
+
+
+def certified_dial(manifest: dict) -> Dial | None:
+    """The operating point ``autagent adapt --certify`` certified (``manifest["certificate"]["point"]``), the
+    plugin's default; None without a certificate (the trained threshold)."""
+    certificate = manifest.get("certificate")
+    if not isinstance(certificate, dict) or not isinstance(certificate.get("point"), dict):
+        return None
+    dial = Dial.of(certificate["point"])
+    return dial if dial.active else None

@@ -15,7 +15,8 @@ from ..data.sample import Sample
 from ..evaluation.cost_curve import cost_curve
 from ..evaluation.harness import AGENTIC_METHODS, evaluate, run_method, write_outputs
 from ..evaluation.summary import price_check, tool_error_counts
-from ..plugin.dial import Dial, set_dial
+from ..plugin.dial import Dial, recorded_seconds, set_dial, tool_seconds_of
+from ..plugin.manifest import read_manifest
 from ..policies.router.costs import tool_values
 from ..reasoners.tool_loop import AgenticRun, EndpointCaller, build_caller
 from .run import Logger, data_digest, load_splits, tool_records
@@ -30,7 +31,6 @@ def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | No
         return None
     # looked up when called, not at import: a test patches it on its module
     from ..api import load, run_tools
-    from ..plugin.manifest import read_manifest
 
     config.tools, extra = run_tools(config.tools, read_manifest(plugin_dir, expected_sha256))
     plugin = load(
@@ -40,7 +40,10 @@ def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | No
         expected_sha256=expected_sha256,
         extra_tools=extra,
     )
-    return set_dial(plugin, Dial(config.eval.max_tools, config.eval.latency_budget_ms)).select_many
+    if config.eval.uncertified and hasattr(plugin, "dial"):
+        plugin.dial = None
+    dial = Dial(config.eval.max_tools, config.eval.latency_budget_ms, config.eval.tools)
+    return set_dial(plugin, dial).select_many
 
 
 def agentic_run(config: RunConfig, reasoner_config, reasoner):
@@ -106,6 +109,8 @@ def run_eval(
             config.logging.progress,
             agentic,
         )
+        answered_s, computed = time.perf_counter() - started, reasoner.calls
+        add_seconds(block, results, plugin_dir, answered_s / computed if computed else None)
         curve = dial_curve(config, policy_select, block, reasoner, samples, records)
     finally:
         if owned:
@@ -131,6 +136,22 @@ def run_eval(
         )
         logger.finish()
     return metrics
+
+
+def add_seconds(block: dict, results: dict, plugin_dir, answer_s: float | None) -> None:
+    """Each method's tool-seconds per answer (one by one: the sum of its tools' seconds; side by side on the
+    pool: the slowest), from the seconds per clip the plugin measured at export (none without a plugin or
+    for a plugin exported before them), and its seconds end to end (selection, tools side by side, one
+    answer at this eval's measured seconds per computed answer), as FDB-v3 reports per stage."""
+    seconds = recorded_seconds(read_manifest(plugin_dir)) if plugin_dir else {}
+    for name, result in results.items():
+        spent = tool_seconds_of(result.subsets, seconds) if seconds else None
+        if spent is None:
+            continue
+        block[name]["tool_seconds"] = spent
+        if answer_s is not None:
+            select_s = block[name].get("select_seconds", 0.0)
+            block[name]["end_to_end_s"] = round(select_s + spent["parallel"] + answer_s, 4)
 
 
 def dial_curve(config: RunConfig, policy_select, block: dict, reasoner, samples, records) -> dict | None:

@@ -53,7 +53,7 @@ def build(config, options: ServeOptions | None = None, **settings) -> Service:
         plugin = Plugin.load(
             options.plugin, options.plugin_sha256, tools=config.tools, audio_dir=audio_dir, max_audio_bytes=max_bytes
         )
-        plugin.set_dial(options.max_tools, options.latency_budget_ms)
+        plugin.set_dial(options.max_tools, options.latency_budget_ms, options.tools, options.uncertified)
         if options.warm_up:
             plugin.warm()
     if options.agentic and plugin is None:  # every tool of the run is offered to the upstream

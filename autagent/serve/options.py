@@ -66,6 +66,11 @@ class ServeOptions:
     threshold calls)."""
     latency_budget_ms: float | None = setting(None, type=float, metavar="MS")
     """The dial: call tools, most probable first, while their seconds measured at export (summed) fit in MS."""
+    tools: int | None = setting(None, type=int, metavar="K")
+    """The dial: call exactly the plugin's K most probable tools per request (default: its certified point,
+    else its threshold)."""
+    uncertified: bool = False
+    """Use the plugin's trained threshold even where ``autagent adapt --certify`` gave it a certified point."""
     allow_remote_audio: bool = False
     """Fetch http(s) audio URLs (refused otherwise)."""
     allow_private_audio_hosts: bool = False

@@ -12,14 +12,14 @@ from safetensors.torch import load_file, save_file
 from tools import get_tool
 
 from ...data.sample import Sample
-from ...plugin.dial import Dial, apply_dial, recorded_seconds
+from ...plugin.dial import Dial, certified_dial, dialled, recorded_seconds
 from ...plugin.manifest import export_plugin, read_manifest, write_manifest
 from ...plugin.trust import PluginError, file_digest
 from ...reasoners.encoders import AudioEncoder, text_encoder
 from .backoff import Backoff, BackoffConfig
 from .ensemble import build
 from .features import Featurizer
-from .model import RouterConfig, subset_ids
+from .model import RouterConfig
 from .zero_shot import DescriptionHead
 
 HEAD_FILE = "zero_shot.safetensors"
@@ -142,9 +142,10 @@ class RouterPlugin:
             else:
                 self.router.set_tools(self.descriptions, [*range(len(descriptions)), *[None] * len(new)])
         self.router.eval()
-        self.dial: Dial | None = None
-        """The accuracy-for-cost dial every selection goes through (:mod:`autagent.plugin.dial`); None: the
-        trained threshold alone."""
+        self.dial: Dial | None = certified_dial(manifest)
+        """The accuracy-for-cost dial every selection goes through (:mod:`autagent.plugin.dial`): the point
+        ``autagent adapt --certify`` certified, where the manifest has a certificate; None: the trained
+        threshold alone."""
         self.seconds = recorded_seconds(manifest)
         self.backoff = None
         """(the :class:`Backoff`, the zero-shot head it reads) when the plugin carries ``backoff.safetensors``."""
@@ -190,21 +191,10 @@ class RouterPlugin:
             probs = torch.cat([probs, added], dim=1)
         return chosen, probs[:, : chosen.shape[1]]
 
-    def ranked_many(self, samples) -> list[tuple[str, ...]]:
-        """Per query, the tools the plugin calls at its threshold, most probable first."""
-        chosen, probs = self.scores_many(samples)
-        out = []
-        for on, p in zip(chosen, probs):
-            called = [j for j in range(len(on)) if on[j] > 0.5]
-            out.append(tuple(self.tools[j] for j in sorted(called, key=lambda j: (-float(p[j]), j))))
-        return out
-
     def select_many(self, samples) -> list[tuple[str, ...]]:
-        if self.dial is None or not self.dial.active:
-            features = self.featurizer.of_samples(samples)
-            chosen = select_with_head(self.router, self.head, features, self.descriptions, self.backoff)
-            return [subset_ids(row, self.tools) for row in chosen]
-        return apply_dial(self.ranked_many(samples), self.dial, self.seconds, self.tools)
+        """Per query, the tools the plugin calls: the threshold's, or the dial's point on the same ranking."""
+        chosen, probs = self.scores_many(samples)
+        return dialled(chosen, probs, self.tools, self.dial, self.seconds)
 
     def select(self, audio: str, question: str, choices=()) -> list[str]:
         query = Sample(id="query", audio=str(audio), question=question, choices=tuple(choices), answer="")
@@ -243,9 +233,9 @@ class RouterPlugin:
                 out["tools"][tool] = {"decided_by": "zero-shot head", "probability": p, "zero_shot_probability": p}
                 out["tools"][tool]["backoff_decided"] = False
         called = {t for t, on in zip(self.tools, chosen) if on > 0.5}
-        if self.dial is not None and self.dial.active:  # the dial cuts the threshold's tools, never adds
+        if self.dial is not None and self.dial.active:  # the dial's point on the same ranking
             called = set(self.select(audio, question, choices))
-            out["dial"] = {"max_tools": self.dial.max_tools, "latency_budget_ms": self.dial.latency_budget_ms}
+            out["dial"] = {**self.dial.describe(), "certified": self.dial == certified_dial(self.manifest)}
         for tool in self.tools:
             out["tools"][tool] = {"called": tool in called, **out["tools"][tool]}
         return out

@@ -32,7 +32,7 @@ from .features import Featurizer
 from .model import Router, RouterConfig
 from .plots import member_step_seconds, plot_training
 from .plugin import export_router
-from .table import AnswerTable, Budget
+from .table import AnswerTable, Budget, held_out_ids
 from .train import RouterTrainer, TrainingRun
 from .warm import WarmStart, load_warm_start
 from .zero_shot import DescriptionHead
@@ -169,7 +169,12 @@ def training_queries(ctx, featurizer: Featurizer) -> tuple[Queries, dict]:
     """The run's :class:`Queries` (the answer table filled first with ``policy.router.table.enabled``) and its
     summary."""
     samples, summary, table, budget, dev = ctx.splits.train, {}, None, None, None
-    if ctx.config.policy.router.table.enabled:
+    cfg = ctx.config.policy.router.table
+    if cfg.held_out:  # a certification's queries: never in the table, never trained on
+        held = held_out_ids([s.id for s in samples], cfg.order_seed, cfg.held_out)
+        samples = [s for s in samples if s.id not in held]
+        summary["held_out_queries"] = len(held)
+    if cfg.enabled:
         table, budget, summary["table"] = fill_table(ctx, samples)
         kept = set(table.items)
         samples = [s for s in samples if s.id in kept]

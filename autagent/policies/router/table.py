@@ -70,6 +70,9 @@ class TableConfig:
     budgets): the table takes the first budget / (subsets per query) queries of its order."""
     crossval: CrossValConfig = field(default_factory=CrossValConfig)
     """Settings chosen by k-fold cross-validation on the training queries' table (:mod:`.crossval`)."""
+    held_out: int = 0
+    """Training queries kept out of the table and of training (the last ones of the table's order), for
+    ``autagent adapt --certify`` to test the trained plugin on (:func:`held_out_ids`)."""
 
     def __post_init__(self):
         unknown = [d for d in self.design if d not in DESIGNS]
@@ -85,6 +88,8 @@ class TableConfig:
             raise ValueError(f"policy.router.table.unasked must be one of {list(UNASKED)}, got {self.unasked!r}")
         if self.budget_counts not in ("asked", "used"):
             raise ValueError(f"policy.router.table.budget_counts must be 'asked' or 'used', got {self.budget_counts!r}")
+        if not isinstance(self.held_out, int) or self.held_out < 0:
+            raise ValueError(f"policy.router.table.held_out must be a whole number >= 0, got {self.held_out!r}")
         if self.items_per_call < 1:
             raise ValueError(f"policy.router.table.items_per_call must be >= 1, got {self.items_per_call}")
 
@@ -149,6 +154,12 @@ def query_order(ids, order_seed: int) -> list[str]:
     asks, and a budget buys, the same queries first."""
     ids = sorted(ids)
     return [ids[i] for i in np.random.default_rng(order_seed).permutation(len(ids))]
+
+
+def held_out_ids(ids, order_seed: int, count: int) -> set[str]:
+    """The ``count`` queries a certification holds out: the last of the table's order, the ones a budget
+    reaches last (the router's recipe keeps them out of the table and training)."""
+    return set(query_order(ids, order_seed)[len(list(ids)) - count :]) if count > 0 else set()
 
 
 class AnswerTable:
