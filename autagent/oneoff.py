@@ -43,6 +43,8 @@ class Query:
     question: str
     choices: tuple[str, ...] = ()
     where: str = ""
+    error: str = ""
+    """Why the clip cannot be used (``select --batch``: that line says so, the others go on)."""
 
 
 def check_clip(path: str, max_seconds: float | None = DEFAULT_MAX_SECONDS, where: str = "") -> str:
@@ -76,7 +78,9 @@ def read_batch(source: str, question: str | None, choices=()) -> list[Query]:
     """``select --batch``'s queries: a JSONL or JSON-list file of ``{"audio", "question", "choices"}``
     objects (audio relative to the file; an MMAU or MMAR file's ``audio_id``/``audio_path`` do too;
     ``--question``/``--choices`` fill what a row leaves out), or a folder of clips asked the one
-    ``--question``.  Every clip is checked before any is selected for."""
+    ``--question``.  Every clip is checked before any is selected for; one that cannot be used is a
+    query with its ``error`` (one bad clip does not stop the others), a malformed row a
+    :class:`DatasetError`."""
     path = Path(source)
     if path.is_dir():
         if not question:
@@ -104,10 +108,17 @@ def read_batch(source: str, question: str | None, choices=()) -> list[Query]:
         if not found:
             raise DatasetError(path, None, None, "no rows")
     where = str(path) + (", " if not path.is_dir() else "/")
-    return [
-        Query(check_clip(q.audio, where=f"{where}{q.where}" if not path.is_dir() else ""), q.question, q.choices)
-        for q in found
-    ]
+    return [_checked(q, f"{where}{q.where}" if not path.is_dir() else "") for q in found]
+
+
+def _checked(query: Query, where: str) -> Query:
+    """``query`` with its clip resolved, or with the reason it cannot be used."""
+    from tools.audio import AudioError
+
+    try:
+        return Query(check_clip(query.audio, where=where), query.question, query.choices)
+    except AudioError as err:
+        return Query(query.audio, query.question, query.choices, error=str(err))
 
 
 @contextmanager
@@ -202,15 +213,21 @@ def _probability(value) -> str:
 
 
 def batch_lines(plugin, queries: list[Query], explain: bool) -> list[dict]:
-    """``select --batch``: one record per query, every selection in one pass of the plugin."""
+    """``select --batch``: one record per query, every selection in one pass of the plugin; a query whose
+    clip cannot be used is a record with its ``error`` instead of ``tools``."""
+    usable = [q for q in queries if not q.error]
     samples = [
         Sample(id=str(i), audio=q.audio, question=q.question, choices=q.choices, answer="")
-        for i, q in enumerate(queries)
+        for i, q in enumerate(usable)
     ]
-    chosen = plugin.select_many(samples)
+    chosen = iter(plugin.select_many(samples) if samples else [])
     out = []
-    for query, tools in zip(queries, chosen):
-        line = {"audio": query.audio, "question": query.question, "choices": list(query.choices), "tools": list(tools)}
+    for query in queries:
+        line = {"audio": query.audio, "question": query.question, "choices": list(query.choices)}
+        if query.error:
+            out.append({**line, "error": query.error})
+            continue
+        line["tools"] = list(next(chosen))
         if explain and hasattr(plugin, "explain"):
             line["explain"] = plugin.explain(query.audio, query.question, query.choices)
         out.append(line)
@@ -240,7 +257,13 @@ def run_select(args) -> int:
             lines = batch_lines(plugin, queries, args.explain)
         for line in lines:
             print(json.dumps(line, ensure_ascii=False))
-        return 0
+        failed = sum(bool(q.error) for q in queries)
+        if failed:
+            print(
+                f'autagent: {failed} of {len(queries)} clips could not be used: their lines say why ("error")',
+                file=sys.stderr,
+            )
+        return 1 if failed else 0
     reply = selection(plugin, queries[0])
     if args.explain and not args.json:
         print(explain_table(reply))

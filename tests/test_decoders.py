@@ -67,13 +67,11 @@ def test_ffmpeg_is_told_the_format_reads_a_pipe_and_may_open_nothing_else(tmp_pa
         audio = load_audio(encoded, None)
         assert abs(audio.duration - 1.0) < 0.1
         command = commands[-1]
-        assert command[command.index("-protocol_whitelist") + 1] == "pipe"
-        assert command[command.index("-i") - 2 : command.index("-i") + 2] == [
-            "-f",
-            decoders.FFMPEG_DEMUXERS[suffix],
-            "-i",
-            "pipe:0",
-        ]
+        # the MP4 family seeks (its index may come last): a private copy of the bytes, no other protocol
+        protocol, given = ("file", "file:") if suffix in decoders.SEEKABLE else ("pipe", "pipe:0")
+        assert command[command.index("-protocol_whitelist") + 1] == protocol
+        assert command[command.index("-f") + 1] == decoders.FFMPEG_DEMUXERS[suffix]
+        assert command[command.index("-i") + 1].startswith(given)
         assert str(encoded) not in " ".join(command)
 
 

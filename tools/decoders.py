@@ -7,13 +7,21 @@ analysis of, any local ``.flac`` or ``.mp3``).  So: a clip's format is told by i
 (:func:`sniff`); texts that name other files (playlists) are refused at once; libsndfile (which reads
 one file, its own) decodes what it can; ffmpeg only the formats libsndfile lacks, told its demuxer
 (``-f``), reading the bytes from a pipe with ``-protocol_whitelist pipe`` (no file, no URL can be
-opened), never probing.  The decoded samples are capped from the header (rate x channels x seconds)
-before anything is decoded, and the channels are averaged block by block (a 96 KB FLAC of 8 channels
-at 384 kHz once took 430 MiB)."""
+opened), never probing; the MP4 family, whose index may come after the audio (a pipe cannot seek back
+to it), from a private temporary copy of the bytes with ``-protocol_whitelist file``.  A clip ffmpeg
+cannot decode says ffmpeg's own reason, in one bounded line.  The decoded samples are capped from
+the header (rate x channels x seconds) before anything is decoded, and the channels are averaged block
+by block (a 96 KB FLAC of 8 channels at 384 kHz once took 430 MiB)."""
 
 from __future__ import annotations
 
+import os
+import re
+import shutil
 import subprocess
+import tempfile
+import threading
+from contextlib import contextmanager, suppress
 
 import numpy as np
 
@@ -27,6 +35,15 @@ PLAYLISTS = (b"#extm3u", b"#ext-x-", b"#extinf", b"ffconcat", b"[playlist]", b"<
 """How texts that name other media begin (M3U, HLS, ffmpeg's concat script, PLS, ASX, SMIL, XSPF)."""
 FFMPEG_DEMUXERS = {"mp3": "mp3", "m4a": "mov", "webm": "matroska", "ogg": "ogg", "flac": "flac", "wav": "wav"}
 """The only formats ffmpeg is asked to decode, each with its demuxer named."""
+SEEKABLE = {"m4a"}
+"""Formats ffmpeg must seek in: the MP4 family puts its index (``moov``) after the audio by default
+(``ffmpeg -i x.wav y.m4a``, a phone's recorder), which a pipe cannot reach back from; these are
+decoded from a private temporary copy (every other container decodes from a pipe)."""
+DEMUXER_OPTIONS = {"m4a": ("-enable_drefs", "0")}
+"""The MP4 demuxer may follow a file's data references to other files: never (ffmpeg's default,
+said anyway)."""
+MAX_REASON_BYTES, MAX_REASON_CHARS = 16_384, 300
+"""ffmpeg's error output read at most, and the one-line reason a clip's refusal quotes at most."""
 
 
 class Refusal(ValueError):
@@ -131,37 +148,106 @@ def read_sndfile(path: str, max_seconds: float | None, mono: bool) -> tuple[np.n
 
 
 def read_ffmpeg(path: str, fmt: str, max_seconds: float | None, mono: bool, timeout_s: float = 120.0):
-    """ffmpeg's decoding of ``path``'s bytes as ``fmt`` (its demuxer named, the bytes on its stdin,
-    no protocol but the pipe), to float32 WAV on a pipe, capped once its header is read."""
-    demuxer = FFMPEG_DEMUXERS[fmt]
-    command = ["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-protocol_whitelist", "pipe"]
-    command += ["-f", demuxer, "-i", "pipe:0", "-map", "0:a:0", "-vn"]
-    if max_seconds and max_seconds > 0:
-        command += ["-t", f"{max_seconds:.3f}"]
-    command += ["-c:a", "pcm_f32le", "-f", "wav", "pipe:1"]
-    with open(path, "rb") as source:
-        process = subprocess.Popen(command, stdin=source, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    """ffmpeg's decoding of ``path``'s bytes as ``fmt`` (its demuxer named; from a pipe, or for the MP4
+    family from a private copy, with no protocol but that one), to float32 WAV on a pipe, capped once
+    its header is read; a clip it cannot decode raises ``RuntimeError`` saying ffmpeg's reason."""
+    with _input(path, fmt) as (stdin, source, protocol):
+        command = ["ffmpeg", "-nostdin", "-hide_banner", "-loglevel", "error", "-protocol_whitelist", protocol]
+        command += ["-f", FFMPEG_DEMUXERS[fmt], *DEMUXER_OPTIONS.get(fmt, ()), "-i", source, "-map", "0:a:0", "-vn"]
+        if max_seconds and max_seconds > 0:
+            command += ["-t", f"{max_seconds:.3f}"]
+        command += ["-c:a", "pcm_f32le", "-f", "wav", "pipe:1"]
+        process = subprocess.Popen(command, stdin=stdin, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        said = _Said(process.stderr, source)
+        try:
+            try:
+                rate, channels = _wav_header(process.stdout)
+            except RuntimeError as err:
+                raise RuntimeError(said.reason(process, timeout_s) or str(err)) from None
+            wanted = int(round(max_seconds * rate)) if max_seconds and max_seconds > 0 else -1
+            check_size(rate, channels, max(wanted, 0))  # without a length: the running count below
+            add, result = mixer(wanted, mono)
+            width, got = 4 * channels, 0
+            while True:
+                chunk = process.stdout.read(width * BLOCK_FRAMES)
+                usable = len(chunk) - len(chunk) % width
+                if usable:
+                    add(np.frombuffer(chunk[:usable], "<f4").reshape(-1, channels))
+                    got += usable // width
+                if len(chunk) < width * BLOCK_FRAMES or (wanted >= 0 and got >= wanted):
+                    break
+                if got * channels > MAX_DECODED_SAMPLES:
+                    raise Refusal("too_many_samples", f"over {MAX_DECODED_SAMPLES} samples decoded")
+            if not got:  # a header and no samples: what ffmpeg said is the reason
+                raise RuntimeError(said.reason(process, timeout_s) or "it decoded no audio samples")
+            return result(), rate
+        finally:
+            process.kill()
+            process.wait(timeout=timeout_s)
+            process.stdout.close()
+            said.join()
+
+
+@contextmanager
+def _input(path: str, fmt: str):
+    """(ffmpeg's stdin, its input, the one protocol it may open): the file's bytes on a pipe; for a
+    format whose index may come last (:data:`SEEKABLE`) a copy of them in a private temporary file
+    (mode 0600, its name ours), deleted after, so that ffmpeg seeks in bytes that were checked and
+    opens nothing but that file."""
+    if fmt not in SEEKABLE:
+        with open(path, "rb") as source:
+            yield source, "pipe:0", "pipe"
+        return
+    handle, copy = tempfile.mkstemp(prefix="autagent-clip-", suffix=f".{fmt}")
     try:
-        rate, channels = _wav_header(process.stdout)
-        wanted = int(round(max_seconds * rate)) if max_seconds and max_seconds > 0 else -1
-        check_size(rate, channels, max(wanted, 0))  # without a length: the running count below
-        add, result = mixer(wanted, mono)
-        width, got = 4 * channels, 0
-        while True:
-            chunk = process.stdout.read(width * BLOCK_FRAMES)
-            usable = len(chunk) - len(chunk) % width
-            if usable:
-                add(np.frombuffer(chunk[:usable], "<f4").reshape(-1, channels))
-                got += usable // width
-            if len(chunk) < width * BLOCK_FRAMES or (wanted >= 0 and got >= wanted):
-                break
-            if got * channels > MAX_DECODED_SAMPLES:
-                raise Refusal("too_many_samples", f"over {MAX_DECODED_SAMPLES} samples decoded")
-        return result(), rate
+        with os.fdopen(handle, "wb") as out, open(path, "rb") as source:
+            shutil.copyfileobj(source, out, 1 << 20)
+        yield subprocess.DEVNULL, f"file:{copy}", "file"
     finally:
-        process.kill()
-        process.wait(timeout=timeout_s)
-        process.stdout.close()
+        with suppress(OSError):
+            os.unlink(copy)
+
+
+class _Said:
+    """ffmpeg's error lines, read as they come (a full pipe would stall it), the first
+    :data:`MAX_REASON_BYTES` kept; :meth:`reason` is them as one short line, naming no path."""
+
+    def __init__(self, stream, source: str):
+        self.source, self.kept = source, bytearray()
+        self.thread = threading.Thread(target=self._drain, args=(stream,), daemon=True)
+        self.thread.start()
+
+    def _drain(self, stream) -> None:
+        for line in iter(lambda: stream.read(4096), b""):
+            if len(self.kept) < MAX_REASON_BYTES:
+                self.kept += line[: MAX_REASON_BYTES - len(self.kept)]
+        stream.close()
+
+    def join(self) -> None:
+        self.thread.join(timeout=5)
+
+    def reason(self, process, timeout_s: float) -> str:
+        """What ffmpeg said once it ended (one line, at most :data:`MAX_REASON_CHARS`), or ""."""
+        with suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=timeout_s)
+        self.join()
+        return ffmpeg_reason(self.kept.decode("utf-8", "replace"), self.source)
+
+
+def ffmpeg_reason(text: str, source: str = "") -> str:
+    """ffmpeg's error output as one line: each distinct message once, without its ``[demuxer @ 0x...]``
+    prefix, the input's name said "the clip" and any other path "<path>", at most
+    :data:`MAX_REASON_CHARS` characters."""
+    seen: list[str] = []
+    for line in text.splitlines():
+        line = re.sub(r"^\[[^\]]*@ 0x[0-9a-f]+\]\s*", "", line.strip())
+        if source:
+            line = line.replace(source, "the clip")
+        line = re.sub(r"(?<![\w.])/[^\s:'\"()\[\],]+", "<path>", line.replace("pipe:0", "the clip"))
+        if line and not line.startswith("Last message repeated") and line not in seen:
+            seen.append(line)
+    joined = "; ".join(seen)
+    return joined if len(joined) <= MAX_REASON_CHARS else joined[: MAX_REASON_CHARS - 3] + "..."
 
 
 def _wav_header(stream) -> tuple[int, int]:
