@@ -24,7 +24,7 @@ from pathlib import Path
 from tools.decoders import Refusal, check_declared
 
 from .json_limits import TooDeep, loads
-from .prompts import RECORDS_HEADER, records_block
+from .prompts import RECORDS_HEADER, format_choices, records_block
 
 FORMATS = {"wav", "mp3", "flac", "ogg", "m4a", "webm"}
 CHOICE_LABELS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZ")
@@ -32,6 +32,8 @@ MAX_TEXT_CHARS = 65536
 """The longest question text (with its choices) read from a request: a question is a few hundred
 characters; parsing is linear, but the text goes on to the encoders and the reasoner's prompt."""
 MAX_CHOICES, MAX_CHOICE_CHARS = 64, 4096
+"""The most choices a question has, however they are given (a list or lines of its text: 7,000 lines
+once took 31.5 s under the reasoner's lock), and the longest one."""
 MIME_FORMATS = {"x-wav": "wav", "wave": "wav", "mpeg": "mp3", "x-flac": "flac"}  # audio/<subtype> -> format
 DATA_URL = re.compile(r"^data:audio/([\w.+-]+)(?:;[\w=.+-]+)*;base64,(.*)$", re.DOTALL)
 
@@ -223,6 +225,16 @@ def check_text(text: str, name: str) -> None:
         raise BadRequest(f"{name} is {len(text)} characters, over the {MAX_TEXT_CHARS}-character limit")
 
 
+def check_choices(choices, name: str = "choices") -> None:
+    """BadRequest naming ``name`` when there are more than :data:`MAX_CHOICES` choices or one is over
+    :data:`MAX_CHOICE_CHARS` characters (a list, as a request or an MCP call gives it; the choices
+    written in a text are counted by :func:`question_and_choices`, the text's length bounds theirs)."""
+    if len(choices) > MAX_CHOICES or any(len(c) > MAX_CHOICE_CHARS for c in choices):
+        raise BadRequest(
+            f"{name}: {len(choices)} given; at most {MAX_CHOICES}, each at most {MAX_CHOICE_CHARS} characters"
+        )
+
+
 def question_and_choices(
     text: str, explicit=None, name: str = "the user message's text"
 ) -> tuple[str, tuple[str, ...]]:
@@ -236,8 +248,7 @@ def question_and_choices(
     if explicit is not None:
         if not isinstance(explicit, list) or not all(isinstance(c, str) and c.strip() for c in explicit):
             raise BadRequest("choices must be a list of non-empty strings")
-        if len(explicit) > MAX_CHOICES or any(len(c) > MAX_CHOICE_CHARS for c in explicit):
-            raise BadRequest(f"choices: at most {MAX_CHOICES}, each at most {MAX_CHOICE_CHARS} characters")
+        check_choices(explicit, "choices")
         choices, end = tuple(explicit), header if header is not None else (labelled[0][0] if labelled else len(lines))
     elif labelled:
         choices, end = tuple(m[1] for _, m in labelled), min(i for i, _ in labelled)
@@ -247,6 +258,8 @@ def question_and_choices(
         end = header
     else:
         choices, end = (), len(lines)
+    if explicit is None and len(choices) > MAX_CHOICES:  # their length is the text's, bounded above
+        raise BadRequest(f"{name} lists {len(choices)} choices, over the {MAX_CHOICES}-choice limit")
     question = " ".join(line.strip() for line in lines[:end] if line.strip())
     question = re.sub(r"^question:\s*", "", question, flags=re.IGNORECASE)
     if len(set(choices)) != len(choices):
@@ -297,4 +310,43 @@ def with_records(messages: list, records: list[dict], index: int | None = None) 
         texts[0]["text"] = block + str(texts[0].get("text", ""))
     else:
         user["content"].append({"type": "text", "text": block})
+    return out
+
+
+def with_choices(messages: list, choices) -> list:
+    """``messages`` whose last user message's text lists ``choices`` one per line after its question
+    (``(A) ...`` lines: the README's first form, as the prompts write them), for a model that reads only
+    the text; unchanged when the text lists them already, and its own different choices replaced (the
+    list wins, as it does for selection).  A copy when changed; the records shown and the clip kept."""
+    try:
+        full = text_of(last_user_content(messages))
+        _, text = split_records(full)
+        question, written = question_and_choices(text)
+    except BadRequest:
+        return messages
+    if list(written) == list(choices):
+        return messages
+    out = copy.deepcopy(messages)
+    user = next(m for m in reversed(out) if isinstance(m, dict) and m.get("role") == "user")
+    lines = format_choices(choices)
+    if not written:  # after whatever the text says, its last text part
+        if isinstance(user.get("content"), str):
+            user["content"] = user["content"].rstrip("\n") + "\n" + lines
+            return out
+        texts = [p for p in user["content"] if p.get("type") == "text"]
+        if texts:
+            texts[-1]["text"] = str(texts[-1].get("text", "")).rstrip("\n") + "\n" + lines
+        else:
+            user["content"].append({"type": "text", "text": lines})
+        return out
+    shown = full[: len(full) - len(text)] + (f"{question}\n" if question else "") + lines  # records kept
+    if isinstance(user.get("content"), str):
+        user["content"] = shown
+    else:  # its text parts become one, where the first was
+        first = next(i for i, p in enumerate(user["content"]) if p.get("type") == "text")
+        user["content"] = [
+            {"type": "text", "text": shown} if i == first else p
+            for i, p in enumerate(user["content"])
+            if i == first or p.get("type") != "text"
+        ]
     return out

@@ -20,7 +20,7 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 from fastapi import FastAPI
-from fastapi.responses import JSONResponse
+from fastapi.responses import HTMLResponse, JSONResponse
 
 from .access import Guard
 from .chat import add_chat
@@ -31,8 +31,17 @@ from .service import Service, error_body, internal_error
 
 
 def create_app(service: Service):
-    app = FastAPI(title="AuTAgent", description="A trained tool-selection plugin in front of an audio model.")
+    app = FastAPI(
+        title="AuTAgent",
+        description="A trained tool-selection plugin in front of an audio model.",
+        docs_url=None,  # FastAPI's pages load their scripts from a CDN: blank offline (issue 63)
+        redoc_url=None,
+    )
     options = service.options
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs():
+        return HTMLResponse(docs_page(app.openapi()))
 
     @app.exception_handler(Exception)
     async def unexpected(request, err):  # the service stays up; the client learns nothing of its insides
@@ -62,3 +71,33 @@ def create_app(service: Service):
     add_realtime(app, service)
     add_health(app, service)
     return app
+
+
+def docs_page(schema: dict) -> str:
+    """``/docs``: every endpoint, its body's fields and its answers, from the OpenAPI document, as one
+    page that needs nothing but itself (no script, no style sheet, nothing fetched)."""
+    from html import escape
+
+    rows = []
+    for path, methods in schema.get("paths", {}).items():
+        for method, operation in methods.items():
+            body = operation.get("requestBody", {}).get("content", {}).get("application/json", {}).get("schema", {})
+            fields = "".join(
+                f"<li><code>{escape(name)}</code> {escape(str(field.get('type', '')))}"
+                f"{' (required)' if name in body.get('required', []) else ''}"
+                f"{': ' + escape(field['description']) if field.get('description') else ''}</li>"
+                for name, field in body.get("properties", {}).items()
+            )
+            statuses = ", ".join(escape(code) for code in operation.get("responses", {}))
+            rows.append(
+                f"<h2><code>{escape(method.upper())} {escape(path)}</code></h2>"
+                f"<p>{escape(operation.get('summary', ''))}</p>"
+                + (f"<p>Body (JSON):</p><ul>{fields}</ul>" if fields else "")
+                + f"<p>Answers: {statuses}</p>"
+            )
+    info = schema.get("info", {})
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{escape(info.get('title', ''))}</title></head>"
+        f"<body><h1>{escape(info.get('title', ''))}</h1><p>{escape(info.get('description', ''))}</p>"
+        f"<p>The whole schema: <a href='openapi.json'>openapi.json</a>.</p>{''.join(rows)}</body></html>"
+    )

@@ -36,6 +36,7 @@ def build(config, options: ServeOptions | None = None, **settings) -> Service:
             options.upstream_retries,
             options.upstream_audio,
             options.upstream_sample_rate,
+            options.max_upstream_reply_bytes,
         )
     else:
         # looked up when called, not at import: a test patches it on its module

@@ -1,6 +1,7 @@
-"""What keeps ``autagent serve`` inside its bounds for weeks: a request body read up to a limit (and
-only once the request is admitted), a clip's length read from its header (never by decoding and
-resampling it all), and the clips folder kept under a size, least recently used first.
+"""What keeps ``autagent serve`` inside its bounds for weeks: a request body read up to a limit (its
+bytes and its JSON values; counted against the service's places once whole), a clip's length read
+from its header (never by decoding and resampling it all), and the clips folder kept under a size,
+least recently used first.
 
 Every refusal is a :class:`Refused` with the status and the message the client gets."""
 
@@ -35,27 +36,71 @@ INLINE_JSON_BYTES = 1 << 20
 would cost as much as the parsing; a larger one (a long clip) is parsed in a worker thread."""
 
 
+MAX_JSON_VALUES = 1 << 16
+"""A request body holds at most this many JSON values, counted before it is parsed as its commas and
+opening brackets (an upper bound: those in its strings count too): a chat request with a long history and tools' schemas holds a few thousand;
+``{"messages": [{}, {}, ...]}`` in the 34 MB a clip's body may take held 8.5 million, and validating
+6.4 MB of them added 1,850 MiB (issue 62)."""
+
+
 def body_limit(max_audio_bytes: int) -> int:
     """The largest request body: the clip in base64 (4 bytes per 3) and 1 MiB for the rest."""
     return 4 * -(-max_audio_bytes // 3) + (1 << 20)
 
 
-async def read_json(request, max_bytes: int) -> dict:
+class Arriving:
+    """The bytes of request bodies still arriving, all requests together, under ``max_bytes``: a body
+    counts against the service's places only once whole (:meth:`.service.Service.admit`), so these
+    bound what bodies not yet whole may hold meanwhile (as many as the places' bodies: before, each
+    such body held a place).  The event loop's alone: no lock."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes, self.size = max_bytes, 0
+
+    def take(self, size: int) -> bool:
+        if self.size + size > self.max_bytes:
+            return False
+        self.size += size
+        return True
+
+    def give(self, size: int) -> None:
+        self.size -= size
+
+
+async def read_json(request, max_bytes: int, arriving: Arriving | None = None) -> dict:
     """The request's JSON object, read chunk by chunk and refused (413) as soon as it passes
-    ``max_bytes``; a declared ``Content-Length`` over the limit is refused before anything is read."""
+    ``max_bytes``; a declared ``Content-Length`` over the limit is refused before anything is read;
+    a 429 when the bodies arriving at once would pass ``arriving``'s bound; a 413 for more than
+    :data:`MAX_JSON_VALUES` values, before they are parsed."""
     too_big = Refused(413, f"the request body is over the {max_bytes}-byte limit", "invalid_request_error")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise too_big
     chunks, size = [], 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise too_big
-        chunks.append(chunk)
-
+    try:
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise too_big
+            if arriving is not None and not arriving.take(len(chunk)):
+                size -= len(chunk)
+                raise Refused(
+                    429, "too many request bodies arriving at once: try again shortly", "rate_limit_error",
+                    {"Retry-After": "1"},
+                )  # fmt: skip
+            chunks.append(chunk)
+    finally:
+        if arriving is not None:
+            arriving.give(size)
+    raw = b"".join(chunks)
+    values = raw.count(b",") + raw.count(b"[") + raw.count(b"{")
+    if values > MAX_JSON_VALUES:
+        raise Refused(
+            413,
+            f"the request body has more than {MAX_JSON_VALUES} JSON separators (commas and opening brackets)",
+            "invalid_request_error",
+        )
     try:  # a body of a long clip is parsed off the event loop (one of a few MiB: under a millisecond here)
-        raw = b"".join(chunks)
         body = loads(raw) if len(raw) < INLINE_JSON_BYTES else await asyncio.to_thread(loads, raw)
     except TooDeep as err:
         raise Refused(400, f"the body is {err}", "invalid_request_error") from None
@@ -234,3 +279,53 @@ class SentClips:
 
     def put(self, key: str, path: str, size: int, seconds: float) -> None:
         self.memo[key] = (path, size, seconds)
+
+
+class WholeBody:
+    """An ASGI app (``autagent mcp`` over HTTP: the MCP SDK's) whose request bodies are read whole
+    before it runs: within ``timeout_s`` of the first read (a 408) and ``max_bytes`` (a 413), the rule
+    ``serve`` keeps in :meth:`.service.Service.read_body`.  Without it, 128 half-sent requests held
+    every place of ``autagent mcp --transport http`` for 75 s and more (issue 62).  Requests without
+    a body (GET's event stream, DELETE) pass as they are."""
+
+    def __init__(self, app, max_bytes: int, timeout_s: float):
+        self.app, self.max_bytes, self.timeout_s = app, max_bytes, timeout_s
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope.get("method") not in ("POST", "PUT", "PATCH"):
+            return await self.app(scope, receive, send)
+        chunks, size = [], 0
+        try:
+            async with asyncio.timeout(self.timeout_s):
+                while True:
+                    message = await receive()
+                    if message["type"] == "http.disconnect":
+                        return
+                    chunks.append(message.get("body", b""))
+                    size += len(chunks[-1])
+                    if size > self.max_bytes:
+                        return await _refuse(send, 413, f"the request body is over the {self.max_bytes}-byte limit")
+                    if not message.get("more_body"):
+                        break
+        except TimeoutError:
+            return await _refuse(send, 408, f"the request body did not arrive within {self.timeout_s:g} s")
+        whole = {"type": "http.request", "body": b"".join(chunks), "more_body": False}
+
+        async def replay():
+            nonlocal whole
+            if whole is not None:
+                message, whole = whole, None
+                return message
+            return await receive()  # then only the client's going away
+
+        await self.app(scope, replay, send)
+
+
+async def _refuse(send, status: int, message: str) -> None:
+    import json
+
+    kind = "timeout_error" if status == 408 else "invalid_request_error"
+    body = json.dumps({"error": {"message": message, "type": kind, "param": None, "code": None}}).encode()
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
+    await send({"type": "http.response.start", "status": status, "headers": [*headers, (b"connection", b"close")]})
+    await send({"type": "http.response.body", "body": body})

@@ -34,9 +34,18 @@ from tools.decoders import sniff
 from tools.pool import ToolPool
 
 from ..api import Plugin
-from ..reasoners.messages import DATA_URL, FORMATS, MIME_FORMATS, BadRequest, check_format, decode_base64
+from ..reasoners.messages import (
+    DATA_URL,
+    FORMATS,
+    MIME_FORMATS,
+    BadRequest,
+    check_choices,
+    check_format,
+    check_text,
+    decode_base64,
+)
 from .access import Guard
-from .limits import AudioStore
+from .limits import AudioStore, WholeBody
 from .options import LOCAL_HOSTS
 
 PATH_LIMIT = 4096
@@ -69,6 +78,9 @@ class McpOptions:
     """Over HTTP: Host header values served (DNS rebinding), as ``serve --allowed-hosts``; ``*`` any."""
     allowed_origins: list[str] = field(default_factory=list)
     """Over HTTP: browser origins whose requests are served (none by default), as ``serve``'s."""
+    body_timeout_s: float = 30.0
+    """Over HTTP: a request's body arrives whole within this many seconds (a 408 otherwise) before the
+    server reads it: a half-sent request holds nothing past it."""
 
     def __post_init__(self):
         if self.transport not in ("stdio", "http"):
@@ -169,6 +181,8 @@ class AcousticTools:
     def select(self, audio: str, question: str, choices: list[str]) -> dict:
         if self.plugin is None:
             raise BadRequest("select needs a plugin: start the server with --plugin DIR")
+        check_text(question, "question")  # before the clip, and before the lock other calls wait on
+        check_choices(choices)
         with self.clip(audio) as path, self.lock:
             tools = self.plugin.select(path, question, choices)
             probabilities = self.plugin.probabilities(path, question, choices)
@@ -253,10 +267,11 @@ def serve_mcp(config, plugin_dir: str | None, options: McpOptions, host: str, po
 
 def http_app(server, options: McpOptions, host: str = "127.0.0.1"):
     """The server over streamable HTTP behind the service's access checks (:mod:`.access`): the API
-    key, the Host header among ``allowed_hosts`` and any ``Origin`` among ``allowed_origins``, on
-    every address (the SDK checks Host and Origin only when bound to loopback)."""
+        key, the Host header among ``allowed_hosts`` and any ``Origin`` among ``allowed_origins``, on
+        every address (the SDK checks Host and Origin only when bound to loopback), each body whole within
+    ``body_timeout_s`` before the SDK reads it (:class:`.limits.WholeBody`)."""
     limit = 2 * options.max_audio_bytes + (1 << 20)  # base64 plus the message: ours is the clear refusal
-    app = server.streamable_http_app(max_request_body_size=limit, host=host)
+    app = WholeBody(server.streamable_http_app(max_request_body_size=limit, host=host), limit, options.body_timeout_s)
     return Guard(app, options.api_key, options.allowed_hosts, options.allowed_origins, http_origins=True)
 
 

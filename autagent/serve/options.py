@@ -102,7 +102,8 @@ class ServeOptions:
     """A request body must arrive whole within this many seconds (a 408 otherwise): a slowly dripped
     body does not hold a slot."""
     request_timeout_s: float = 300.0
-    """With --agentic: a request's rounds of tool calls and upstream answers end within this (a 504)."""
+    """A request ends within this many seconds of its first byte read: its body, tools, upstream answers
+    (with --agentic, every round) and last byte sent (a 504; a stream is cut)."""
     audio_dir: str = ".cache/serve-audio"
     """The clips folder (one service per folder)."""
     audio_cache_bytes: int = setting(2048 * MIB, flag="--audio-cache-mb", unit=MIB, type=float)
@@ -110,7 +111,9 @@ class ServeOptions:
     warm_up: bool = False
     """Load and run every tool once before serving."""
     upstream_timeout_s: float = setting(120.0, flag="--upstream-timeout")
-    """Seconds per upstream request."""
+    """Seconds per upstream request, each try whole: from its first byte sent to the reply's last read."""
+    max_upstream_reply_bytes: int = setting(16 * MIB, flag="--max-upstream-reply-mb", unit=MIB, type=float)
+    """An upstream's reply, or a line of a streamed one, is read up to this size (MiB); past it, a 502."""
     upstream_retries: int = 2
     """Retries of a failed upstream request."""
     upstream_audio: str = setting("send", choices=["send", "drop"])

@@ -6,7 +6,8 @@ generator and the API fuzzer (``tests/serve/test_serve_fuzz.py``) read.
 
 A chat-completions field is known when the ``openai`` SDK's ``chat.completions.create`` takes it, when
 it is one of vLLM's sampling and template extras (``top_k``, ``min_p``...; sent upstream through
-``extra_body``, as vLLM's own docs say to), or ``choices`` (ours, never forwarded).  Fields the models
+``extra_body``, as vLLM's own docs say to), or ``choices`` (ours, never forwarded as a field: the
+upstream reads them in the last user message's text, :func:`autagent.reasoners.messages.with_choices`).  Fields the models
 do not type are kept (``extra="allow"``, as vLLM's are) and forwarded as sent, but a name outside those
 sets is a 400 naming it, as OpenAI's API answers: a misspelt ``temprature`` is not silently dropped.
 Types are strict, as the SDK sends them (``"0.5"`` is not a number, ``1`` not a boolean).  A refusal is
@@ -33,7 +34,7 @@ from pydantic import (
 )
 from pydantic_core import PydanticCustomError
 
-from ..reasoners.messages import FORMATS, BadRequest
+from ..reasoners.messages import FORMATS, MAX_CHOICES, BadRequest
 
 VLLM_EXTRAS = frozenset(
     {
@@ -74,6 +75,14 @@ VLLM_EXTRAS = frozenset(
     }
 )
 OURS = frozenset({"choices"})
+MAX_MESSAGES = 1024
+"""A chat request's messages at most (a long conversation with tool calls holds a few hundred)."""
+MAX_PARTS = 1024
+"""Content parts of all its messages together at most."""
+MAX_ITEMS = 1024
+"""Any other list at the top of a body (``tools``, ``stop``...) at most: pydantic records one error
+per bad item, and 6.4 MB of ``{}`` in ``messages`` added 1,850 MiB and held the event loop 12.8 s
+(issue 62); under these caps a body's worst errors take a few milliseconds."""
 
 
 @functools.lru_cache(maxsize=1)
@@ -193,9 +202,22 @@ class Request(Open):
                 )
         return body
 
+    list_caps: ClassVar[dict] = {}
+    """The items a top-level list may have, by field (others: :data:`MAX_ITEMS`)."""
+
+    @classmethod
+    def sized(cls, body) -> None:
+        """:class:`Invalid` naming the first list over its cap, checked before the model (its cost
+        and its errors are then bounded by the caps, not by the body's bytes)."""
+        for name, value in body.items() if isinstance(body, dict) else ():
+            if isinstance(value, list) and len(value) > cls.list_caps.get(name, MAX_ITEMS):
+                most = cls.list_caps.get(name, MAX_ITEMS)
+                raise Invalid(f"{name} has {len(value)} items, over the {most}-item limit", name)
+
     @classmethod
     def checked(cls, body, **context):
         """``body`` (the parsed JSON) as this model, or :class:`Invalid`: one line naming the field."""
+        cls.sized(body)
         try:
             return cls.model_validate(body, context=context)
         except ValidationError as err:
@@ -210,7 +232,9 @@ class ChatRequest(Request):
     refused_extras: ClassVar[bool] = True
     model: str | None = None
     messages: list[Message] = Field(min_length=1)
-    choices: list[str] | None = Field(None, description="The answer choices (ours, never forwarded).")
+    choices: list[str] | None = Field(
+        None, description="The answer choices (ours: the upstream reads them in the text, one per line)."
+    )
     stream: bool | None = None
     temperature: float | None = None
     top_p: float | None = None
@@ -229,6 +253,19 @@ class ChatRequest(Request):
     user: str | None = None
     tools: list[dict[str, Any]] | None = None
 
+    list_caps: ClassVar[dict] = {"messages": MAX_MESSAGES, "choices": MAX_CHOICES}
+
+    @classmethod
+    def sized(cls, body) -> None:
+        super().sized(body)
+        messages = body.get("messages") if isinstance(body, dict) else None
+        parts = 0
+        for message in messages if isinstance(messages, list) else ():
+            content = message.get("content") if isinstance(message, dict) else None
+            parts += len(content) if isinstance(content, list) else 0
+        if parts > MAX_PARTS:
+            raise Invalid(f"messages have {parts} content parts in all, over the {MAX_PARTS}-part limit", "messages")
+
     @classmethod
     def known_extra(cls, name: str) -> bool:
         return name in sdk_fields() or name in VLLM_EXTRAS
@@ -244,6 +281,7 @@ class SelectRequest(Request):
     """``POST /v1/select``: a clip (base64 and its format, or an ``audio_url``), a question and its
     choices; other fields are ignored, as today's clients may send a chat request's ``model``."""
 
+    list_caps: ClassVar[dict] = {"choices": MAX_CHOICES}
     audio: str | None = Field(None, description="The clip's bytes in base64.")
     format: AudioFormat = "wav"
     audio_url: str | None = None

@@ -1,7 +1,8 @@
 """What every endpoint of ``autagent serve`` shares: the service's parts (settings, upstream, plugin,
-clips folder), its metrics, the admission (a 429 before anything is read once the service is full),
-OpenAI-shaped refusals, and reading a request's clip (fetched if remote and allowed, checked for size
-and length, leased in the bounded clips folder)."""
+clips folder), its metrics, the admission (counted once a body is whole; a 429 before anything is
+read once the service is full), each request's deadline, OpenAI-shaped refusals, and reading a
+request's clip (fetched if remote and allowed, checked for size and length, leased in the bounded
+clips folder)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from tools.audio import AudioError
 
 from ..reasoners.messages import BadRequest, check_format, read_query
-from .limits import AudioStore, Refused, SentClips, body_limit, clip_seconds, read_json
+from .limits import Arriving, AudioStore, Refused, SentClips, body_limit, clip_seconds, read_json
 from .options import ServeOptions
 from .remote import fetch, format_of
 
@@ -113,6 +114,7 @@ class Service:
         self.slots = asyncio.Semaphore(self.options.max_concurrency)
         self._stream_pool = None
         self.max_body = body_limit(self.options.max_audio_bytes)
+        self.arriving = Arriving((self.options.max_concurrency + self.options.max_queue) * self.max_body)
 
     @property
     def max_audio_seconds(self) -> float:
@@ -143,7 +145,7 @@ class Service:
         """The request's JSON object, whole within ``--body-timeout-s`` (a 408 otherwise)."""
         limit = self.options.body_timeout_s
         try:
-            return await asyncio.wait_for(read_json(request, self.max_body), limit)
+            return await asyncio.wait_for(read_json(request, self.max_body, self.arriving), limit)
         except asyncio.TimeoutError:
             raise Refused(408, f"the request body did not arrive within {limit:g} s", "timeout_error") from None
 
@@ -247,13 +249,24 @@ class Service:
             raise
 
     async def admit(self, request, handler, endpoint: str):
-        """``handler(body)`` once admitted (a 429 before anything is read when the service is full), the
-        body read (within its deadline, in the queue: a slowly dripped body holds no slot) and a slot
-        held; a streamed reply (:class:`HeldStream`) keeps the slot until its last line."""
+        """``handler(body)`` once admitted, all within the request's deadline (``--request-timeout-s``
+        from its first byte read to its last byte sent: a 504, or a stream cut).  A request counts
+        (``admitted``, against ``--max-concurrency`` + ``--max-queue``) once its body is whole: bodies
+        still arriving hold no place, so idle sockets that sent one byte lock nobody out (issue 62),
+        and are bounded by their own deadline (``--body-timeout-s``) and their bytes together
+        (:class:`.limits.Arriving`).  A full service answers 429 before reading anything, and again
+        when a body completes with no place left; a streamed reply (:class:`HeldStream`) keeps its
+        slot until its last line."""
         options = self.options
+        deadline = asyncio.get_running_loop().time() + options.request_timeout_s
         if self.admitted >= options.max_concurrency + options.max_queue:
-            too_many = Refused(429, "too many requests: try again shortly", "rate_limit_error", {"Retry-After": "1"})
-            return self.refuse(too_many, endpoint)
+            return self.refuse(self._full(), endpoint)
+        try:
+            body = await self.read_body(request)
+        except Refused as err:
+            return self.refuse(err, endpoint)
+        if self.admitted >= options.max_concurrency + options.max_queue:
+            return self.refuse(self._full(), endpoint)
         self.admitted += 1
         self.metrics.in_flight.inc()
         released = False
@@ -267,23 +280,21 @@ class Service:
                 self.metrics.in_flight.dec()
 
         try:
-            body = await self.read_body(request)
+            async with asyncio.timeout_at(deadline):
+                await self.slots.acquire()
         except BaseException as err:
             self.admitted -= 1
             self.metrics.in_flight.dec()
-            if isinstance(err, Refused):
-                return self.refuse(err, endpoint)
-            raise
-        try:
-            await self.slots.acquire()
-        except BaseException:
-            self.admitted -= 1
-            self.metrics.in_flight.dec()
+            if isinstance(err, TimeoutError):
+                return self.refuse(self._late(), endpoint)
             raise
         response = None
         try:
-            response = await handler(body)
+            async with asyncio.timeout_at(deadline):
+                response = await handler(body)
             return response
+        except TimeoutError:
+            return self.refuse(self._late(), endpoint)
         except Refused as err:
             return self.refuse(err, endpoint)
         except BadRequest as err:
@@ -291,9 +302,17 @@ class Service:
             return self.refuse(refused, endpoint)
         finally:
             if isinstance(response, HeldStream):
-                response.release = release
+                response.release, response.deadline = release, deadline
             else:
                 release()
+
+    @staticmethod
+    def _full() -> Refused:
+        return Refused(429, "too many requests: try again shortly", "rate_limit_error", {"Retry-After": "1"})
+
+    def _late(self) -> Refused:
+        limit = self.options.request_timeout_s
+        return Refused(504, f"the request took longer than {limit:g} s (--request-timeout-s)", "timeout_error")
 
 
 class HeldStream(StreamingResponse):
@@ -301,10 +320,15 @@ class HeldStream(StreamingResponse):
     the admission and called when the last line is sent or the client goes away)."""
 
     release = None
+    deadline = None
+    """The request's deadline (the loop's clock): a client that reads too slowly is cut off there."""
 
     async def __call__(self, scope, receive, send):
         try:
-            await super().__call__(scope, receive, send)
+            async with asyncio.timeout_at(self.deadline):
+                await super().__call__(scope, receive, send)
+        except TimeoutError:  # the response unfinished: the server closes the connection
+            pass
         finally:
             if self.release is not None:
                 self.release()

@@ -12,12 +12,17 @@ import time
 import uuid
 from pathlib import Path
 
+from tools.audio import without_paths
+
 from ..data.sample import Sample
 from ..reasoners.json_limits import loads
-from ..reasoners.messages import BadRequest, read_query
-from ..reasoners.openai_compat import client, failure_name
+from ..reasoners.messages import BadRequest, read_query, with_choices
+from ..reasoners.openai_http import MAX_REPLY_BYTES, client, failure_name
 from .protocol import split_for_sdk
 from .upstream_audio import for_upstream, has_audio
+
+MAX_UPSTREAM_MESSAGE = 500
+"""The characters of an upstream's own refusal a client is shown (after its paths are taken out)."""
 
 
 class UpstreamError(RuntimeError):
@@ -40,11 +45,12 @@ class OpenAIUpstream:
         max_retries: int,
         audio: str = "send",
         sample_rate: int = 0,
+        max_reply_bytes: int = MAX_REPLY_BYTES,
     ):
         self.base_url, self.model = base_url.rstrip("/"), model
         self.audio, self.sample_rate = audio, sample_rate
         """The clips sent (at ``sample_rate``, 0: as they came) or dropped (:mod:`.upstream_audio`)."""
-        self.client = client(base_url, api_key_env, max_retries, timeout_s)
+        self.client = client(base_url, api_key_env, max_retries, timeout_s, max_reply_bytes)
 
     @property
     def name(self) -> str:
@@ -56,9 +62,13 @@ class OpenAIUpstream:
         return self.model is None
 
     def _body(self, body: dict) -> dict:
-        """The SDK's arguments: the request as it came, less our own ``choices`` field (not an OpenAI
-        parameter), with the model name overridden when the service was told one, and the fields the
-        SDK does not take (vLLM's ``top_k``...) in ``extra_body``."""
+        """The SDK's arguments: the request as it came, its ``choices`` field (ours, not an OpenAI
+        parameter) written into the last user message's text as the README's first form has them (one
+        per line after the question, unless the text lists them already: an upstream model sees the
+        choices it answers from, issue 63), with the model name overridden when the service was told
+        one, and the fields the SDK does not take (vLLM's ``top_k``...) in ``extra_body``."""
+        if body.get("choices") and isinstance(body.get("messages"), list):
+            body = {**body, "messages": with_choices(body["messages"], body["choices"])}
         payload, extra = split_for_sdk({**body, "model": self.model} if self.model else body)
         return {**payload, "extra_body": extra} if extra else payload
 
@@ -77,10 +87,13 @@ class OpenAIUpstream:
         if isinstance(err, openai.APIStatusError) and err.status_code in (401, 403, 407):
             return UpstreamError(f"the upstream refused the service's credentials (HTTP {err.status_code})")
         if isinstance(err, openai.APIStatusError) and 400 <= err.status_code < 500 and err.status_code != 429:
+            said = upstream_message(getattr(err, "body", None))
             return UpstreamError(
-                f"the upstream refused the request: HTTP {err.status_code}", err.status_code, getattr(err, "body", None)
+                f"the upstream refused the request: HTTP {err.status_code}" + (f": {said}" if said else ""),
+                err.status_code,
+                getattr(err, "body", None),
             )
-        return UpstreamError(f"the upstream failed: {failure_name(err)}")
+        return UpstreamError(f"the upstream failed: {failure_name(err, url=False)}")
 
     async def complete(self, body: dict) -> dict:
         import openai
@@ -88,7 +101,7 @@ class OpenAIUpstream:
         payload = await self._payload(body)
         try:
             raw = await self.client.chat.completions.with_raw_response.create(**payload)
-            reply = loads(raw.http_response.text)
+            reply = strict_json(raw.http_response.content)
         except openai.APIError as err:
             raise self._error(err) from None
         except ValueError:
@@ -120,6 +133,34 @@ class OpenAIUpstream:
 
     async def close(self) -> None:
         await self.client.close()
+
+
+def strict_json(raw: bytes):
+    """The reply's JSON (:func:`loads`, its nesting bounded); ``NaN`` or ``Infinity`` in it is not JSON (a
+    ValueError: the reply could not be passed on as JSON, a 502, not a 500)."""
+    if b"NaN" not in raw and b"Infinity" not in raw:
+        return loads(raw)
+
+    def refuse(constant):
+        raise ValueError(f"{constant} is not JSON")
+
+    json.loads(raw, parse_constant=refuse)  # in a string they are text, and pass
+    return loads(raw)
+
+
+def upstream_message(body) -> str:
+    """An upstream's own account of a refusal (OpenAI's ``{"error": {"message"}}``, FastAPI's
+    ``{"detail"}`` or plain text) on one line, at most :data:`MAX_UPSTREAM_MESSAGE` characters, with
+    no paths (its folders and ours are not the client's business); "" when it gave none."""
+    said = body
+    if isinstance(said, dict):
+        said = said.get("error", said.get("detail", said.get("message")))
+        said = said.get("message", said.get("detail")) if isinstance(said, dict) else said
+    if said is None or said == "":
+        return ""
+    text = " ".join((said if isinstance(said, str) else json.dumps(said, default=str)).split())
+    text = without_paths(text[: 4 * MAX_UPSTREAM_MESSAGE])
+    return text if len(text) <= MAX_UPSTREAM_MESSAGE else text[: MAX_UPSTREAM_MESSAGE - 3] + "..."
 
 
 class LocalReasoner:
@@ -155,8 +196,8 @@ class LocalReasoner:
         finally:
             if store is not None:
                 store.release(query.audio, drop=refused)  # a refused clip is not kept
-        if reply.error:
-            raise UpstreamError(f"reasoner {self.name}: {reply.error}")
+        if reply.error:  # its clip's path (and any other) is not the client's business
+            raise UpstreamError(f"reasoner {self.name}: {without_paths(reply.error, query.audio)}")
         return reply.text or ""
 
     def hearing(self):

@@ -101,11 +101,14 @@ def test_deep_or_mistyped_json_is_a_400_or_an_error_event_never_a_500(service, c
     from autagent.reasoners.prompts import RECORDS_HEADER
 
     headers = {"Content-Type": "application/json"}
-    for depth in (200, 100_000):  # parsed but too deep to walk; too deep for the parser itself
+    for depth in (200, 60_000):  # parsed but too deep to walk; too deep for the parser itself
         deep = "[" * depth + "]" * depth
         reply = httpx.post(service.url + "/v1/chat/completions", content=f'{{"x": {deep}}}', headers=headers)
         assert reply.status_code == 400 and "nested deeper than 64" in reply.text, reply.text
-    records = RECORDS_HEADER + "[" * 100_000 + "]" * 100_000 + "\nWhich?\n(A) a\n(B) b"
+    deep = "[" * 100_000 + "]" * 100_000  # more brackets than a body may hold: refused before it is parsed
+    reply = httpx.post(service.url + "/v1/chat/completions", content=f'{{"x": {deep}}}', headers=headers)
+    assert reply.status_code == 413 and "more than 65536 JSON separators" in reply.text, reply.text
+    records = RECORDS_HEADER + "[" * 30_000 + "]" * 30_000 + "\nWhich?\n(A) a\n(B) b"
     body = {"model": "m", "messages": _audio_message(click_wav[0], records)}
     reply = httpx.post(service.url + "/v1/chat/completions", json=body, timeout=60)
     assert reply.status_code == 400 and "tool records in the prompt are nested deeper" in reply.text, reply.text
