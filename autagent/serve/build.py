@@ -17,6 +17,7 @@ from .options import ServeOptions
 from .service import Service
 from .tool_calls import ScriptedUpstream
 from .upstream import LocalReasoner, OpenAIUpstream
+from .upstream_audio import AudioPolicy
 
 
 def build(config, options: ServeOptions | None = None, **settings) -> Service:
@@ -38,6 +39,7 @@ def build(config, options: ServeOptions | None = None, **settings) -> Service:
             options.upstream_sample_rate,
             options.max_upstream_reply_bytes,
         )
+        backend.audio_policy = AudioPolicy.of(options, config.tools.max_seconds)  # every message's clips (issue 62)
     else:
         # looked up when called, not at import: a test patches it on its module
         from ..reasoners import build_reasoner

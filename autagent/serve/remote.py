@@ -21,6 +21,7 @@ from tools.decoders import sniff
 from ..reasoners.messages import FORMATS, BadRequest
 
 MAX_REDIRECTS = 5
+MIB = 1 << 20
 EMBEDDING = (  # IPv6 prefixes whose last 32 bits are an IPv4 address
     ipaddress.ip_network("64:ff9b::/96"),  # NAT64, well-known prefix
     ipaddress.ip_network("::ffff:0:0:0/96"),  # IPv4-translated (SIIT)
@@ -40,6 +41,12 @@ SPECIAL = tuple(
     )
 )
 """Special-purpose ranges that ``ipaddress``'s ``is_global`` (Python 3.11) lets through: never a clip's host."""
+
+
+def too_big(size: int | None, limit: int) -> str:
+    """A clip's size refusal, naming the flag that raises the limit (issue 63)."""
+    said = f"{size} bytes, " if size is not None else ""
+    return f"the audio is {said}over the {limit}-byte limit (--max-audio-mb {limit / MIB:g} raises it)"
 
 
 def resolve(host: str) -> list[str]:
@@ -154,7 +161,7 @@ async def _fetch(url: str, max_bytes: int, allow_private: bool, resolver, transp
                     async for chunk in response.aiter_bytes():
                         size += len(chunk)
                         if size > max_bytes:
-                            raise BadRequest(f"the audio is over the {max_bytes}-byte limit")
+                            raise BadRequest(too_big(None, max_bytes))
                         chunks.append(chunk)
                     break
                 finally:

@@ -19,7 +19,7 @@ from ..reasoners.json_limits import loads
 from ..reasoners.messages import BadRequest, read_query, with_choices
 from ..reasoners.openai_http import MAX_REPLY_BYTES, client, failure_name
 from .protocol import split_for_sdk
-from .upstream_audio import for_upstream, has_audio
+from .upstream_audio import AudioPolicy, has_audio, upstream_messages
 
 MAX_UPSTREAM_MESSAGE = 500
 """The characters of an upstream's own refusal a client is shown (after its paths are taken out)."""
@@ -36,6 +36,9 @@ class UpstreamError(RuntimeError):
 
 
 class OpenAIUpstream:
+    audio_policy = AudioPolicy()
+    """What every clip of every message passes before it goes upstream (the service's: ``build`` sets it)."""
+
     def __init__(
         self,
         base_url: str,
@@ -77,8 +80,8 @@ class OpenAIUpstream:
         worker thread: decoding and resampling a clip is not for the event loop)."""
         payload = {k: v for k, v in self._body(body).items() if k != "stream"}
         messages = payload.get("messages")
-        if isinstance(messages, list) and (self.audio == "drop" or self.sample_rate) and has_audio(messages):
-            payload["messages"] = await asyncio.to_thread(for_upstream, messages, self.audio, self.sample_rate)
+        if isinstance(messages, list) and has_audio(messages):  # every clip of every message: one policy
+            payload["messages"] = await upstream_messages(messages, self.audio, self.sample_rate, self.audio_policy)
         return payload
 
     def _error(self, err: Exception) -> UpstreamError:

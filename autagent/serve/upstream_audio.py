@@ -3,24 +3,67 @@ Qwen2-Audio's 16 kHz; vLLM's CPU build cannot resample a clip itself, having no 
 torch, and a smaller clip travels faster), or left out (``--upstream-audio drop``: a text-only model
 reads the tool records and the user's text, the cascaded voice agent).
 
-Every clip part of every message is handled (``input_audio``, an ``audio_url`` data: URL); a clip
-already at the rate, mono 16-bit WAV, goes unchanged; one that cannot be decoded goes unchanged too
-(the upstream answers for it, as it would without us); a remote ``audio_url`` goes as it is, or is
-dropped.
+Every clip part of every message (``input_audio``, ``audio_url``), not only the one the plugin reads,
+passes one policy before it goes upstream (:class:`AudioPolicy`, the bounds the request's own clip
+passes; issue 62): its bytes under ``--max-audio-mb``; a clip of the format it declares, never a
+playlist; its length under ``--max-audio-seconds``, read from its header before anything is decoded
+where it has one, else decoded at most that + 1 s (an hour of silence in an 89 KB FLAC once decoded
+whole to 976 MiB); an http(s) ``audio_url`` refused unless ``--allow-remote-audio``, and then fetched
+by the service itself under the remote-audio policy (:mod:`.remote`: public hosts only, a size cap, a
+deadline) and sent on as a data: URL, so that the upstream never fetches a URL a client chose; any
+other URL (``file:``...) refused.  A clip already at the rate, mono 16-bit WAV, goes unchanged.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import copy
 import io
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass
 
-from tools.decoders import BLOCK_FRAMES, mixer
+from tools.audio import AudioError, decode
+from tools.decoders import Refusal, check_declared
 
-from ..reasoners.messages import DATA_URL
+from ..reasoners.messages import DATA_URL, FORMATS, MIME_FORMATS, BadRequest
+from .remote import MIB, fetch, format_of, too_big
 
 AUDIO_PARTS = ("input_audio", "audio_url")
+
+
+@dataclass(frozen=True)
+class AudioPolicy:
+    """What every clip bound for the upstream must pass, in whichever message it is (the service's
+    settings: :meth:`of`)."""
+
+    max_bytes: int = 25 * MIB
+    """A clip's bytes at most (``--max-audio-mb``)."""
+    max_seconds: float = 30.0
+    """A clip's length at most (``--max-audio-seconds``, by default ``tools.max_seconds``)."""
+    allow_remote: bool = False
+    """Fetch an http(s) ``audio_url`` and send it on as a data: URL (``--allow-remote-audio``); else refused."""
+    allow_private_hosts: bool = False
+    """Fetch from private, loopback or link-local addresses too (``--allow-private-audio-hosts``)."""
+    remote_timeout_s: float = 30.0
+    """A remote clip fetched whole within this many seconds (``--remote-timeout-s``)."""
+
+    @classmethod
+    def of(cls, options, tools_max_seconds: float) -> AudioPolicy:
+        """The policy of a service started with ``options`` (:class:`.options.ServeOptions`)."""
+        return cls(
+            options.max_audio_bytes,
+            options.max_audio_seconds or tools_max_seconds,
+            options.allow_remote_audio,
+            options.allow_private_audio_hosts,
+            options.remote_timeout_s,
+        )
+
+
+def too_long(seconds: float, limit: float) -> str:
+    return f"the audio is {seconds:.1f} s, longer than {limit:g} s (--max-audio-seconds raises it)"
 
 
 def has_audio(messages) -> bool:
@@ -33,58 +76,154 @@ def has_audio(messages) -> bool:
     )
 
 
-def for_upstream(messages: list, mode: str, rate: int) -> list:
-    """A copy of ``messages`` whose clips are re-encoded at ``rate`` (``mode`` send; ``rate`` 0: as they
-    came) or removed (``mode`` drop; a message left with text parts only gets them as one string)."""
+def clip_parts(messages: list):
+    """``(where, part)`` of every clip part of every message (``where``: ``messages[i].content[j]``)."""
+    for i, message in enumerate(messages):
+        parts = message.get("content") if isinstance(message, dict) else None
+        for j, part in enumerate(parts if isinstance(parts, list) else ()):
+            if isinstance(part, dict) and part.get("type") in AUDIO_PARTS:
+                yield f"messages[{i}].content[{j}]", part
+
+
+async def upstream_messages(messages: list, mode: str, rate: int, policy: AudioPolicy) -> list:
+    """:func:`for_upstream` of ``messages``, their remote clips fetched first by the service (when the
+    policy allows remote audio; refused otherwise) and put in as data: URLs."""
     out = copy.deepcopy(messages)
+    if mode != "drop":
+        for where, part in clip_parts(out):
+            url = _remote(part)
+            if url is None:
+                continue
+            if not policy.allow_remote:
+                raise BadRequest(
+                    f"{where}: remote audio URLs are refused (start the service with --allow-remote-audio)"
+                )
+            raw = await fetch(url, policy.max_bytes, policy.allow_private_hosts, timeout_s=policy.remote_timeout_s)
+            fmt = format_of(url, raw)
+            part["audio_url"] = {
+                **part["audio_url"],
+                "url": f"data:audio/{fmt};base64,{base64.b64encode(raw).decode()}",
+            }
+    return await asyncio.to_thread(for_upstream, out, mode, rate, policy, False)
+
+
+def _remote(part: dict) -> str | None:
+    holder = part.get("audio_url") if part.get("type") == "audio_url" else None
+    url = holder.get("url") if isinstance(holder, dict) else None
+    return url if isinstance(url, str) and url.lower().startswith(("http://", "https://")) else None
+
+
+def for_upstream(messages: list, mode: str, rate: int, policy: AudioPolicy | None = None, copied: bool = True) -> list:
+    """A copy of ``messages`` (``copied``: a copy is made; else changed in place) whose clips pass
+    ``policy`` and are re-encoded at ``rate`` (``mode`` send; ``rate`` 0: as they came) or removed
+    (``mode`` drop; a message left with text parts only gets them as one string).  A clip that does not
+    pass is a :class:`BadRequest` naming where it is and why."""
+    policy = policy or AudioPolicy()
+    out = copy.deepcopy(messages) if copied else messages
+    if mode != "drop":
+        for where, part in clip_parts(out):
+            _send_part(where, part, rate, policy)
+        return out
     for message in out:
         parts = message.get("content") if isinstance(message, dict) else None
-        if not isinstance(parts, list):
-            continue
-        if mode == "drop":
+        if isinstance(parts, list):
             kept = [p for p in parts if not (isinstance(p, dict) and p.get("type") in AUDIO_PARTS)]
             texts = [p for p in kept if isinstance(p, dict) and p.get("type") == "text"]
             message["content"] = "\n".join(str(p.get("text", "")) for p in texts) if len(texts) == len(kept) else kept
-        elif rate:
-            for part in parts:
-                if isinstance(part, dict) and part.get("type") in AUDIO_PARTS:
-                    _resample_part(part, rate)
     return out
 
 
-def _resample_part(part: dict, rate: int) -> None:
+def _send_part(where: str, part: dict, rate: int, policy: AudioPolicy) -> None:
+    """The clip part checked against ``policy``, and re-encoded at ``rate`` where it is not so already."""
     if part["type"] == "input_audio":
         holder = part.get("input_audio")
-        data = holder.get("data") if isinstance(holder, dict) else None
-        wav = _at_rate(data, rate)
-        if wav is not None:
-            part["input_audio"] = {**holder, "data": wav, "format": "wav"}
+        holder = holder if isinstance(holder, dict) else {}
+        data, fmt = holder.get("data"), str(holder.get("format", "")).lower()
+    else:
+        holder = part.get("audio_url")
+        holder = holder if isinstance(holder, dict) else {}
+        url = holder.get("url")
+        match = DATA_URL.match(url) if isinstance(url, str) else None
+        if match is None:
+            if _remote(part) is not None:
+                raise BadRequest(
+                    f"{where}: remote audio URLs are refused (start the service with --allow-remote-audio)"
+                )
+            raise BadRequest(f"{where}: audio_url must be a data: URL (or http(s) with --allow-remote-audio)")
+        data, fmt = match[2], MIME_FORMATS.get(match[1].lower(), match[1].lower())
+    if fmt not in FORMATS:
+        raise BadRequest(f"{where}: the audio's format must be one of {sorted(FORMATS)}, got {fmt[:20]!r}")
+    wav = _checked(where, data, fmt, rate, policy)
+    if wav is None:
         return
-    holder = part.get("audio_url")
-    url = holder.get("url") if isinstance(holder, dict) else None
-    match = DATA_URL.match(url) if isinstance(url, str) else None
-    wav = _at_rate(match[2], rate) if match else None
-    if wav is not None:
+    if part["type"] == "input_audio":
+        part["input_audio"] = {**holder, "data": wav, "format": "wav"}
+    else:
         part["audio_url"] = {**holder, "url": f"data:audio/wav;base64,{wav}"}
 
 
-def _at_rate(data, rate: int) -> str | None:
-    """The base64 clip as mono 16-bit WAV at ``rate``, or None to leave it as it came (already so, or
-    not decodable here)."""
-    import numpy as np
+def _checked(where: str, data, fmt: str, rate: int, policy: AudioPolicy) -> str | None:
+    """The base64 clip as mono 16-bit WAV at ``rate``, or None to send it as it came (already so, or
+    ``rate`` 0), once it passes ``policy``: bytes, format, then length, from the header before decoding
+    where there is one, the decoding itself capped at the length allowed + 1 s."""
+    try:
+        raw = base64.b64decode(data, validate=True) if isinstance(data, str) else b""
+    except (binascii.Error, ValueError):
+        raise BadRequest(f"{where}: the audio's data is not valid base64") from None
+    if not raw:
+        raise BadRequest(f"{where}: the audio is empty")
+    if len(raw) > policy.max_bytes:
+        raise BadRequest(f"{where}: {too_big(len(raw), policy.max_bytes)}")
+    try:
+        check_declared(raw[:64], fmt)
+    except Refusal as refusal:
+        raise BadRequest(f"{where}: the audio cannot be used: {refusal} ({refusal.code})") from None
+    with _private_copy(raw, fmt) as path:
+        header = _header(path)
+        if header is not None:
+            frames, native, channels, kind = header
+            if frames / native > policy.max_seconds:  # refused before a sample is decoded
+                raise BadRequest(f"{where}: {too_long(frames / native, policy.max_seconds)}")
+            if not rate or (native, channels, kind) == (rate, 1, ("WAV", "PCM_16")):
+                return None
+        try:
+            samples, native = decode(path, policy.max_seconds + 1.0, mono=True)
+        except AudioError as err:
+            raise BadRequest(f"{where}: the audio cannot be used: {err.reason} ({err.code})") from None
+    mono = samples[0]
+    if len(mono) > policy.max_seconds * native + 1:
+        raise BadRequest(f"{where}: {too_long(len(mono) / native, policy.max_seconds)}")
+    return _wav(mono, native, rate) if rate else None
+
+
+@contextmanager
+def _private_copy(raw: bytes, fmt: str):
+    """The clip's bytes in a temporary file of this process's (mode 0600), deleted after: the decoders
+    read a file."""
+    with tempfile.NamedTemporaryFile(prefix="autagent-upstream-", suffix=f".{fmt}") as handle:
+        handle.write(raw)
+        handle.flush()
+        yield handle.name
+
+
+def _header(path: str) -> tuple[int, int, int, tuple[str, str]] | None:
+    """(frames, rate, channels, (format, subtype)) from the clip's header, read by libsndfile without
+    decoding; None where it has no header libsndfile reads (m4a, webm) or states no length."""
     import soundfile as sf
 
     try:
-        raw = base64.b64decode(data, validate=True)
-        with sf.SoundFile(io.BytesIO(raw)) as handle:
-            if (handle.samplerate, handle.channels, handle.format, handle.subtype) == (rate, 1, "WAV", "PCM_16"):
-                return None
-            add, result = mixer(-1, True)  # averaged block by block: one channel's memory, not all
-            for block in handle.blocks(BLOCK_FRAMES, dtype="float32", always_2d=True):
-                add(block)
-            mono, native = result()[0], handle.samplerate
-    except (binascii.Error, ValueError, TypeError, RuntimeError, sf.LibsndfileError):
+        info = sf.info(path)
+    except Exception:  # noqa: BLE001 - no header libsndfile reads: the capped decoding decides
         return None
+    if info.frames <= 0 or info.samplerate <= 0 or info.channels <= 0:
+        return None
+    return int(info.frames), int(info.samplerate), int(info.channels), (info.format, info.subtype)
+
+
+def _wav(mono, native: int, rate: int) -> str:
+    import numpy as np
+    import soundfile as sf
+
     if native != rate:
         import librosa
 

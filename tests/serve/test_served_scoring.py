@@ -21,6 +21,7 @@ from autagent.data.sample import Sample
 from autagent.reasoners import ReasonerConfig, build_reasoner
 from autagent.reasoners.cascade import CascadeReasonerConfig
 from autagent.reasoners.cascade.layout import lay_out, neutral
+from autagent.reasoners.messages import BadRequest
 
 BOS = 1
 
@@ -178,7 +179,6 @@ def test_the_upstream_gets_clips_at_its_rate_or_none_at_all():
                 {"type": "input_audio", "input_audio": {"data": clip, "format": "wav"}},
                 {"type": "audio_url", "audio_url": {"url": f"data:audio/wav;base64,{clip}"}},
                 {"type": "input_audio", "input_audio": {"data": at_rate, "format": "wav"}},
-                {"type": "input_audio", "input_audio": {"data": "bm90IGF1ZGlv", "format": "wav"}},
                 {"type": "text", "text": "What is it?"},
             ],
         },
@@ -189,11 +189,14 @@ def test_the_upstream_gets_clips_at_its_rate_or_none_at_all():
         assert (info.samplerate, info.channels, info.subtype) == (16000, 1, "PCM_16") and abs(
             info.duration - 0.5
         ) < 0.01
-    assert sent[2:] == messages[1]["content"][2:]  # already at the rate, and undecodable: as they came
+    assert sent[2:] == messages[1]["content"][2:]  # already at the rate: as it came
     assert messages[1]["content"][0]["input_audio"]["data"] == clip  # the request itself is not changed
     assert for_upstream(messages, "send", 0) == messages
     dropped = for_upstream(messages, "drop", 16000)
     assert dropped == [messages[0], {"role": "user", "content": "What is it?"}]
+    not_audio = {"type": "input_audio", "input_audio": {"data": "bm90IGF1ZGlv", "format": "wav"}}
+    with pytest.raises(BadRequest, match=r"messages\[1\].content\[0\]: the audio cannot be used"):
+        for_upstream([messages[0], {"role": "user", "content": [not_audio]}], "send", 16000)  # every clip: one policy
 
 
 def test_the_vllm_launcher_says_what_is_missing(tmp_path, capsys):
