@@ -156,17 +156,18 @@ def cmd_train(args) -> int:
 
 def cmd_adapt(args) -> int:
     from ..plugin.card import certificate_lines
+    from ..policies.router.table import CertifyConfig
     from ..reasoners.base import ReasonerFailing
     from ..recipes.adapt import adapt_config, hold_out, run_adapt
-    from ..recipes.certify import CertifyConfig
+    from ..recipes.certify import DEFAULT_BUDGET
 
-    certify_with = None if args.certify is None else CertifyConfig(eps=args.certify)
+    certify_with = None if args.certify is None else CertifyConfig(enabled=True, eps=args.certify)
     config = adapt_config(
         args.plugin, args.reasoner, args.out, args.budget, args.tool_cost, args.config, overrides(args.set)
     )
     config = hold_out(config, certify_with)
     try:
-        summary = run_adapt(config, args.out, resume=args.resume, certify_with=certify_with)
+        summary = run_adapt(config, args.out, resume=args.resume)
     except ReasonerFailing as err:
         raise ReasonerFailing(
             f"{err}. Every answer given so far is kept in {config.answer_cache_dir} and counted in "
@@ -174,8 +175,11 @@ def cmd_adapt(args) -> int:
         ) from None
     table, found = summary.get("table") or {}, summary.get("crossval")
     print(f"adapted {args.plugin} to {summary['reasoner']} -> {args.out}")
+    held, budget = config.policy.router.table.held_out, args.budget or DEFAULT_BUDGET
+    reserve = f" ({budget} less {budget - table.get('budget', 0)} for the certificate's {held} held-out queries)"
+    reserve = reserve if held else ""
     print(
-        f"  answers: {table.get('answers_spent')} of a budget of {table.get('budget') or 'no cap'}; "
+        f"  answers: {table.get('answers_spent')} of a budget of {table.get('budget') or 'no cap'}{reserve}; "
         f"{table.get('queries')} training queries in the table ({table.get('queries_left_out')} left out)"
     )
     used, left_out = table.get("queries") or 0, table.get("queries_left_out") or 0

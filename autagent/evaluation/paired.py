@@ -76,4 +76,4 @@ def certifiable_eps(n: int, discordant_share: float, alpha: float = 0.05, power:
     approximation of the bound above; 2.49·sqrt(d/n) at the defaults)."""
     if n < 1 or not 0 <= discordant_share <= 1:
         raise ValueError(f"certifiable_eps needs n >= 1 and a share in [0, 1], got n={n}, share={discordant_share}")
-    return (norm.ppf(1 - alpha) + norm.ppf(power)) * math.sqrt(discordant_share / n)
+    return float((norm.ppf(1 - alpha) + norm.ppf(power)) * math.sqrt(discordant_share / n))

@@ -100,7 +100,7 @@ def hold_out(config: RunConfig, cfg: CertifyConfig | None) -> RunConfig:
     reserve = queries * answers_per_query(cfg.max_k)
     if queries < 1 or table.budget - reserve < 1:
         raise ConfigError(f"--budget {table.budget} is too small to hold queries out for --certify (or --no-certify)")
-    table.held_out, table.budget = queries, table.budget - reserve
+    table.held_out, table.budget, table.certify = queries, table.budget - reserve, cfg
     return config
 
 

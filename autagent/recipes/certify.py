@@ -34,7 +34,6 @@ All-Tools passes with 80 % power when ``EPS ≥ (1.645 + 0.842)·sqrt(d/n)``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from pathlib import Path
 
 from rewards.scoring import is_correct
@@ -45,6 +44,7 @@ from ..plugin.card import model_card
 from ..plugin.dial import Dial, recorded_seconds, tool_seconds_of
 from ..plugin.manifest import read_manifest, write_manifest
 from ..plugin.trust import file_digest
+from ..policies.router.table import CertifyConfig, held_out_ids
 from ..reasoners.base import ask_with_records
 
 DEFAULT_BUDGET = 3000
@@ -71,28 +71,6 @@ def held_out_queries(budget: int, share: float = DEFAULT_SHARE, max_k: int = DEF
 DEFAULT_EPS = round(certifiable_eps(held_out_queries(DEFAULT_BUDGET), ASSUMED_DISCORDANT_SHARE), 2)
 """0.09: (1.645 + 0.842)·sqrt(0.25 / 200) = 0.088, 200 held-out queries at the default budget of 3,000 answers
 (1,000 answers at 5 per query: All-Tools, K = 1, 2, 3 and the threshold's selection)."""
-
-
-@dataclass
-class CertifyConfig:
-    eps: float = DEFAULT_EPS
-    """The largest loss in accuracy against All-Tools (a fraction: 0.09 is 9 points) a certified point may have."""
-    confidence: float = 0.95
-    """The one-sided confidence of each test (and of the whole fixed sequence)."""
-    share: float = DEFAULT_SHARE
-    """The share of the budget's answers spent on the held-out queries."""
-    max_k: int = DEFAULT_MAX_K
-    """The largest K whose K-most-probable point is a candidate (beside the threshold)."""
-
-    def __post_init__(self):
-        if not 0 <= self.eps < 1:
-            raise ConfigError(f"--certify: EPS is a fraction of accuracy in [0, 1), got {self.eps}")
-        if not 0.5 <= self.confidence < 1:
-            raise ConfigError(f"certify confidence must lie in [0.5, 1), got {self.confidence}")
-        if not 0 < self.share < 1:
-            raise ConfigError(f"certify share must lie strictly between 0 and 1, got {self.share}")
-        if self.max_k < 1:
-            raise ConfigError(f"certify max_k must be >= 1, got {self.max_k}")
 
 
 def candidate_points(tool_ids, max_k: int) -> list[tuple[str, Dial | None]]:
@@ -149,7 +127,9 @@ def certify(plugin, samples, records, reasoner, tool_ids, cfg: CertifyConfig) ->
     seconds = recorded_seconds(plugin.manifest)
     points = candidate_points(tool_ids, cfg.max_k)
     chosen = selections(plugin, samples, points) | {"all_tools": [tool_ids] * len(samples)}
+    before = reasoner.calls
     correct = answer_all(reasoner, samples, records, chosen)
+    asked = reasoner.calls - before
     cost = {name: tool_seconds_of(subsets, seconds) for name, subsets in chosen.items()}
     described = {name: (dial.describe() if dial else {}) for name, dial in points}
     rows = []
@@ -180,6 +160,7 @@ def certify(plugin, samples, records, reasoner, tool_ids, cfg: CertifyConfig) ->
         "tool_seconds": best["tool_seconds"] if best else cost["all_tools"],
         "all_tools_seconds": cost["all_tools"],
         "reasoner": reasoner.fingerprint(),
+        "answers_asked": asked,
         "method": "fixed-sequence test, dearest point first; exact one-sided paired (McNemar) bound per point",
         "tested": tested,
         "power": {
@@ -200,3 +181,19 @@ def write_certificate(directory: str | Path, certificate: dict) -> str:
     digest, size = file_digest(directory / "README.md")
     manifest["files"]["README.md"] = {"sha256": digest, "size": size}
     return write_manifest(directory, manifest)["content_hash"]
+
+
+def certify_run(ctx, plugin_dir: Path) -> dict:
+    """The run's exported plugin certified on its held-out training queries (``ctx``: the run's
+    :class:`autagent.recipes.run.RunContext`, whose records cover every training query and whose reasoner
+    answers through the shared cache); the certificate written into the plugin and returned."""
+    # looked up when called, not at import: a test patches it on its module
+    from ..api import load
+
+    config, table = ctx.config, ctx.config.policy.router.table
+    held = held_out_ids([s.id for s in ctx.splits.train], table.order_seed, table.held_out)
+    samples = [s for s in ctx.splits.train if s.id in held]
+    plugin = load(plugin_dir, tools_profile=config.tools.profile, tool_settings=config.tools.settings)
+    certificate = certify(plugin, samples, ctx.records, ctx.reasoner, ctx.tool_ids, table.certify)
+    write_certificate(plugin_dir, certificate)
+    return certificate

@@ -21,6 +21,7 @@ from ..config import ConfigError, RunConfig, save_config
 from ..evaluation.phases import Clock, Phases, timings_of
 from ..evaluation.report import markdown_report
 from ..policies.lm.plan.report import refusal
+from .certify import certify_run
 from .evaluate import run_eval
 from .run import Logger, RunContext, data_digest, distributed_state, load_splits, record_event, tool_records
 
@@ -67,6 +68,9 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
         if not state.is_main_process:
             return None
         recipe.after_training(ctx, plugin_dir, summary, phases)
+        if config.policy.kind == "router" and config.policy.router.table.certify.enabled:
+            with phases("certification"):  # before the evaluation: the plugin's default is the certified point
+                summary["certificate"] = certify_run(ctx, plugin_dir)
         metrics: dict = {"training": summary, "data_notes": ctx.splits.notes, "data_digest": data_digest(config)}
         if ctx.splits.test and evaluate:
             with phases("evaluation"):

@@ -41,6 +41,33 @@ Subset = tuple[str, ...]
 
 
 @dataclass
+class CertifyConfig:
+    """``policy.router.table.certify``: what ``autagent adapt --certify EPS`` sets (:mod:`autagent.recipes.certify`)."""
+
+    enabled: bool = False
+    """Certify after training, on the ``held_out`` queries (which must be > 0)."""
+    eps: float = 0.09
+    """The largest loss in accuracy against All-Tools (a fraction: 0.09 is 9 points) a certified point may have
+    (the default: what adapt's default budget can certify, :data:`autagent.recipes.certify.DEFAULT_EPS`)."""
+    confidence: float = 0.95
+    """The one-sided confidence of each test (and of the whole fixed sequence)."""
+    share: float = 1 / 3
+    """The share of the budget's answers ``autagent adapt`` spends on held-out queries."""
+    max_k: int = 3
+    """The largest K whose K-most-probable point is a candidate (beside the threshold)."""
+
+    def __post_init__(self):
+        if not 0 <= self.eps < 1:
+            raise ValueError(f"policy.router.table.certify.eps is a fraction of accuracy in [0, 1), got {self.eps}")
+        if not 0.5 <= self.confidence < 1:
+            raise ValueError(f"policy.router.table.certify.confidence must lie in [0.5, 1), got {self.confidence}")
+        if not 0 < self.share < 1:
+            raise ValueError(f"policy.router.table.certify.share must lie strictly between 0 and 1, got {self.share}")
+        if not isinstance(self.max_k, int) or self.max_k < 1:
+            raise ValueError(f"policy.router.table.certify.max_k must be a whole number >= 1, got {self.max_k!r}")
+
+
+@dataclass
 class TableConfig:
     enabled: bool = False
     """Ask the reasoner a designed set of subsets per training query before training, and train from
@@ -73,6 +100,9 @@ class TableConfig:
     held_out: int = 0
     """Training queries kept out of the table and of training (the last ones of the table's order), for
     ``autagent adapt --certify`` to test the trained plugin on (:func:`held_out_ids`)."""
+    certify: CertifyConfig = field(default_factory=CertifyConfig)
+    """After training, certify the plugin's cheapest safe operating point on the held-out queries
+    (:mod:`autagent.recipes.certify`)."""
 
     def __post_init__(self):
         unknown = [d for d in self.design if d not in DESIGNS]
@@ -90,6 +120,10 @@ class TableConfig:
             raise ValueError(f"policy.router.table.budget_counts must be 'asked' or 'used', got {self.budget_counts!r}")
         if not isinstance(self.held_out, int) or self.held_out < 0:
             raise ValueError(f"policy.router.table.held_out must be a whole number >= 0, got {self.held_out!r}")
+        if self.certify.enabled and not self.held_out:
+            raise ValueError(
+                "policy.router.table.certify.enabled needs held-out queries (policy.router.table.held_out)"
+            )
         if self.items_per_call < 1:
             raise ValueError(f"policy.router.table.items_per_call must be >= 1, got {self.items_per_call}")
 
