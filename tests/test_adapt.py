@@ -214,6 +214,16 @@ def trained(tiny_bench, tmp_path_factory):
     return root, path, root / "runs" / "source" / "plugin"
 
 
+def _mine(tiny_bench, tmp_path) -> list[str]:
+    """What the user of ``autagent adapt`` gives: the data file, the tools' cache and executor, where the run
+    and the answers go (a plugin decides none of them: tests/test_plugin_provenance.py)."""
+    return [
+        *("--set", f"data.train={tiny_bench['paths']['train']}", "--set", f"tools.cache_dir={tiny_bench['cache']}"),
+        *("--set", "tools.executor=local", "--set", f"output_dir={tmp_path / 'runs'}"),
+        *("--set", f"answer_cache_dir={tmp_path / 'answers'}"),
+    ]
+
+
 def test_a_warm_started_router_selects_as_its_source_and_keeps_it_as_reference(trained, tiny_bench, tmp_path):
     from autagent.api import load
     from autagent.policies.router.warm import load_warm_start
@@ -230,7 +240,7 @@ def test_a_warm_started_router_selects_as_its_source_and_keeps_it_as_reference(t
     command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "embedded", "--out", str(out)]
     settings = ["--set", "grpo.steps=1", "--set", "policy.router.learning_rate=1.0e-12"]
     settings += ["--set", "policy.router.table.crossval.folds=0"]
-    settings += ["--set", f"output_dir={tmp_path / 'runs'}", "--set", f"answer_cache_dir={tmp_path / 'answers'}"]
+    settings += _mine(tiny_bench, tmp_path)
     assert main([*command, "--budget", "60", *settings]) == 0
     adapted = load(out)
     assert adapted.select_many(tiny_bench["test"]) == source.select_many(tiny_bench["test"])
@@ -241,7 +251,7 @@ def test_autagent_adapt_spends_at_most_its_budget_cross_validates_and_says_so(tr
 
     _, _, plugin_dir = trained
     out = tmp_path / "adapted"
-    where = ["--set", f"output_dir={tmp_path / 'runs'}", "--set", f"answer_cache_dir={tmp_path / 'answers'}"]
+    where = _mine(tiny_bench, tmp_path)
     fast = ["--set", "grpo.steps=20", "--set", "policy.router.table.crossval.folds=2"]
     grid = "{reward.tool_cost: [0.0, 0.05], policy.router.learning_rate: [0.003]}"
     fast += ["--set", f"policy.router.table.crossval.grid={grid}"]
@@ -264,11 +274,13 @@ def test_autagent_adapt_spends_at_most_its_budget_cross_validates_and_says_so(tr
     assert main([*command, *where]) == 2 and "exists" in capsys.readouterr().err  # never overwritten
 
 
-def test_autagent_adapt_against_a_server_that_is_down_stops_and_says_how_to_resume(trained, tmp_path, capsys):
+def test_autagent_adapt_against_a_server_that_is_down_stops_and_says_how_to_resume(
+    trained, tiny_bench, tmp_path, capsys
+):
     _, _, plugin_dir = trained
     down = ["--set", "reasoner.openai.base_url=http://127.0.0.1:9/v1", "--set", "reasoner.openai.max_retries=0"]
     down += ["--set", "reasoner.openai.timeout_s=2", "--set", "reasoner.min_calls=5"]
-    down += ["--set", f"output_dir={tmp_path / 'runs'}", "--set", f"answer_cache_dir={tmp_path / 'answers'}"]
+    down += _mine(tiny_bench, tmp_path)
     out = tmp_path / "adapted"
     command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "openai", "--out", str(out), *down]
     assert main(command) == 2
@@ -299,7 +311,7 @@ def test_adapt_resume_goes_on_from_a_table_a_failing_reasoner_stopped(trained, t
     command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "embedded", "--out", str(out), "--budget", "60"]
     command += ["--set", "grpo.steps=2", "--set", "policy.router.table.crossval.folds=0"]
     command += ["--set", "policy.router.table.items_per_call=1"]  # a query's 16 subsets a call: four calls
-    command += ["--set", f"output_dir={tmp_path / 'runs'}", "--set", f"answer_cache_dir={tmp_path / 'answers'}"]
+    command += _mine(tiny_bench, tmp_path)
     monkeypatch.setattr(table, "ask_within", fails_the_second_time)
     assert main(command) == 2 and not out.exists()
     run_dir = tmp_path / "runs" / "adapt-adapted"
@@ -382,7 +394,7 @@ def test_an_adaptation_takes_its_table_settings_from_adapt_not_from_the_source_r
     assert config.grpo.steps == adapt.ADAPT_DEFAULTS["grpo.steps"] and config.name == "adapt-out"
     router = config.policy.router
     assert (router.credit, router.learning_rate, router.entropy_coef) == ("tool", 0.01, 0.02)
-    assert config.policy.lm.loss_type == "dapo"
+    assert config.policy.lm.loss_type == "grpo"  # adapt trains routers: the LM policy's settings are the user's
     if recorded is OLD_RECORD:
         with pytest.raises(ConfigError, match="grpo.credit moved to policy.router.credit"):
             config_from_mapping(recorded)

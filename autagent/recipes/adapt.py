@@ -82,7 +82,8 @@ def adapt_config(
     # of the recorded config, the plugin's selection and training settings alone (never the reasoner, a
     # secret, a path or an import; a recorded data file, tools.extra or tools.settings refused unless the
     # user gives it): autagent.plugin.provenance, docs/design.md "Who decides what"
-    pass  # manifest["training_config"] = plugin_settings(manifest.get("training_config") or {}, overrides or {}, str(plugin))
+    recorded = manifest.get("training_config") or {}
+    manifest["training_config"] = plugin_settings(recorded, overrides or {}, str(plugin), migrate_moved)
     return config_from_mapping(
         plugin_base(plugin, manifest), settings, f"{plugin}/manifest.json training_config (--config to use another)"
     )
