@@ -128,7 +128,7 @@ test-vllm: ## the tests against vLLM's CPU build itself (needs make setup-vllm: 
 
 README_MAX_LINES ?= 200
 
-lint: ## ruff, the import layers, result tables as their records give them, the README a front door (at most README_MAX_LINES lines)
+lint: ## ruff, the import layers, result tables as their records give them, frozen draws fixed before seen (git history), the README a front door (at most README_MAX_LINES lines)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
@@ -137,6 +137,7 @@ lint: ## ruff, the import layers, result tables as their records give them, the 
 	  echo "README.md has $$n lines, more than $(README_MAX_LINES): move results prose to docs/results/"; exit 1; fi
 
 bench: ## speed and cost measurements (print figures)
+	$(PY) scripts/check_frozen.py
 	$(PY) bench/tools.py
 	$(PY) bench/training.py
 	$(PY) bench/scaling.py

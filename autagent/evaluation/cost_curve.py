@@ -42,13 +42,13 @@ def _point(k, result, seconds: dict) -> dict:
     return point | ({"tool_seconds": spent} if spent else {})
 
 
-def learned_results(plugin, samples, run, tool_ids) -> list:
+def learned_results(plugin, samples, run, tool_ids, max_k: int) -> list:
     """The plugin's K = 0..T results: its own selection with ``Dial(tools=K)``, the dial a user sets with
     ``--tools K`` (the plugin's dial is put back after)."""
     kept = plugin.dial
     results = []
     try:
-        for k in range(len(tool_ids) + 1):
+        for k in range(max_k + 1):
             plugin.dial = Dial(tools=k)
             results.append(run([tuple(t for t in tool_ids if t in z) for z in plugin.select_many(samples)]))
     finally:
@@ -56,14 +56,18 @@ def learned_results(plugin, samples, run, tool_ids) -> list:
     return results
 
 
-def cost_curve(plugin, samples, run, tool_ids, block: dict, values: tuple[dict, str] | None = None) -> dict:
+def cost_curve(
+    plugin, samples, run, tool_ids, block: dict, values: tuple[dict, str] | None = None, max_k: int | None = None
+) -> dict:
     """``metrics.json``'s ``cost_curve``: the plugin's top-K points, the fixed order's, its threshold's
     point (the ``policy`` method of ``block``) and the gap at each K (learned − fixed); ``run(subsets)``
     evaluates one subset per sample (the harness's ``run_method`` on this reasoner and these records);
-    ``values``: (tool values, their source) measured at eval for a plugin that records none."""
+    ``values``: (tool values, their source) measured at eval for a plugin that records none; ``max_k``: the
+    last K (default every tool)."""
     tool_ids = tuple(tool_ids)
+    max_k = len(tool_ids) if max_k is None else min(max_k, len(tool_ids))
     seconds = recorded_seconds(plugin.manifest)
-    learned_runs = learned_results(plugin, samples, run, tool_ids)
+    learned_runs = learned_results(plugin, samples, run, tool_ids, max_k)
     learned = [_point(k, result, seconds) for k, result in enumerate(learned_runs)]
     out = {"plugin": learned, "threshold": None, "fixed_order": None}
     if "policy" in block:
@@ -74,9 +78,7 @@ def cost_curve(plugin, samples, run, tool_ids, block: dict, values: tuple[dict, 
     found = fixed_order(recorded, tool_ids)
     if found is not None:
         ranked, source = found
-        fixed_runs = [
-            run([tuple(t for t in tool_ids if t in ranked[:k])] * len(samples)) for k in range(len(tool_ids) + 1)
-        ]
+        fixed_runs = [run([tuple(t for t in tool_ids if t in ranked[:k])] * len(samples)) for k in range(max_k + 1)]
         points = [_point(k, result, seconds) for k, result in enumerate(fixed_runs)]
         paired = [paired_difference(f.correct, g.correct) for f, g in zip(fixed_runs, learned_runs)]
         out["fixed_order"] = {

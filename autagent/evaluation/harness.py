@@ -84,6 +84,9 @@ class EvalConfig:
     cost_curve: bool = True
     """With a router plugin: the accuracy-against-tools curve (its K most probable tools, K = 0..T, and its
     threshold) beside a fixed order's (:mod:`autagent.evaluation.cost_curve`), in metrics, report and plot."""
+    curve_max_k: int | None = None
+    """The cost curve's points stop at this many tools (None: every K up to all tools): the points past it
+    cost an answer per item each and say little where a certificate's candidates stop."""
     curve_train_queries: int = 120
     """A plugin recording no tool values: the fixed order is measured on this many training queries of the
     run's data, asked of the eval's reasoner (0: no fixed order for such plugins)."""

@@ -165,7 +165,7 @@ def dial_curve(config: RunConfig, policy_select, block: dict, reasoner, samples,
 
     tool_ids = config.tools.tool_ids
     values = None if plugin.manifest.get("tool_values") else training_values(config, reasoner, tool_ids)
-    return cost_curve(plugin, samples, run, tool_ids, block, values)
+    return cost_curve(plugin, samples, run, tool_ids, block, values, config.eval.curve_max_k)
 
 
 def training_values(config: RunConfig, reasoner, tool_ids) -> tuple[dict, str] | None:

@@ -12,6 +12,9 @@ A sweep file (``experiments/sweeps/*.yaml``)::
     also_test:                               # more test sets: each run's plugin evaluated on each, unchanged
       draw7: {data.benchmark.seed: 7, data.benchmark.root: data/embedded_draw7}
 
+A variant may hold ``also_test: {draw7: {...}}``: its own settings on that test set, over the shared ones (the
+cost curve for one variant only, say).
+
 Each (variant, seed) is an ordinary run, ``<output_dir>/<variant>-s<seed>/``, trained in its own
 process from its resolved config (``<output_dir>/configs/``), so it gives exactly what ``autagent
 train`` gives for that config: in one shared process, sentence embeddings memoised by earlier runs
@@ -72,6 +75,10 @@ def read_sweep(path: str | Path) -> dict:
     also = spec.setdefault("also_test", {}) or {}
     if not isinstance(also, dict) or not all(isinstance(v, dict) for v in also.values()):
         raise ConfigError(f"{path}: also_test must map names to overrides of the test data")
+    for name, variant in spec["variants"].items():
+        own = (variant or {}).get("also_test") if isinstance(variant, dict) else None
+        if own is not None and (not isinstance(own, dict) or not set(own) <= set(also)):
+            raise ConfigError(f"{path}: variant {name}: also_test must map names of also_test to overrides")
     for where, overrides in [("set", spec.get("set")), *((f"variant {n}", v) for n, v in spec["variants"].items())]:
         for key in overrides if isinstance(overrides, dict) else ():
             if moved_key(str(key)):
@@ -171,9 +178,11 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
     runs: dict[str, dict[int, dict]] = {}
     for name in names:
         for seed in spec["seeds"]:
+            variant = dict(spec["variants"][name] or {})
+            own_tests = variant.pop("also_test", None) or {}  # this variant's own settings on a test set
             overrides = {
                 **(spec.get("set") or {}),
-                **(spec["variants"][name] or {}),
+                **variant,
                 "seed": seed,
                 "name": f"{name}-s{seed}",
                 "output_dir": str(out),
@@ -185,7 +194,10 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
                     raise FileExistsError(f"{config.run_dir} exists: pass --resume to reuse finished runs")
                 train_in_own_process(config, resume=resume)
             metrics = json.loads(done.read_text())
-            also = {test: also_test_in_own_process(config, test, o) for test, o in spec["also_test"].items()}
+            also = {
+                test: also_test_in_own_process(config, test, {**o, **(own_tests.get(test) or {})})
+                for test, o in spec["also_test"].items()
+            }
             metrics["also_test"] = {test: m["methods"] for test, m in also.items()}
             metrics["also_test_curves"] = {test: m.get("cost_curve") for test, m in also.items()}
             if spec.get("selection_check"):
