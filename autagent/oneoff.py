@@ -62,14 +62,15 @@ def check_clip(path: str, max_seconds: float | None = DEFAULT_MAX_SECONDS, where
     return str(Path(path).resolve())
 
 
-def check_choices(choices, where: str = "--choices", required: bool = False) -> tuple[str, ...]:
-    """The answer choices, stripped: none (when not ``required``) or at least two, each different."""
+def check_choices(choices, where: str = "--choices", required: bool = False, repeats: bool = False) -> tuple[str, ...]:
+    """The answer choices, stripped: none (when not ``required``) or at least two, each different (or,
+    with ``repeats``, a text listed twice kept: a benchmark file's row, as its loader keeps it)."""
     cleaned = tuple(str(c).strip() for c in choices or ())
     if not cleaned and not required:
         return ()
     if len(cleaned) < 2 or any(not c for c in cleaned):
         raise UsageError(f"{where}: give at least two non-empty answer choices, got {list(choices or [])}")
-    if len(set(cleaned)) != len(cleaned):
+    if len(set(cleaned)) != len(cleaned) and not repeats:
         raise UsageError(f"{where}: the choices repeat one: {list(cleaned)}")
     return cleaned
 
@@ -104,7 +105,8 @@ def read_batch(source: str, question: str | None, choices=()) -> list[Query]:
             if not isinstance(listed, list):
                 raise DatasetError(path, i, "choices", f"expected a list, got {type(listed).__name__}")
             audio = audio if Path(audio).is_absolute() else str(path.parent / audio)
-            found.append(Query(audio, asked, check_choices(listed, f"{path}, row {i}, field 'choices'"), f"row {i}"))
+            listed = check_choices(listed, f"{path}, row {i}, field 'choices'", repeats=True)
+            found.append(Query(audio, asked, listed, f"row {i}"))
         if not found:
             raise DatasetError(path, None, None, "no rows")
     where = str(path) + (", " if not path.is_dir() else "/")

@@ -501,8 +501,9 @@ def test_training_against_a_reasoner_server_that_is_down_stops_with_one_clear_li
 
 def test_data_validate_checks_what_eval_needs_and_eval_names_the_rows_it_could_not_score(tiny_bench, tmp_path, capsys):
     """A 7-row MMAU file with a missing clip, a text file named .wav, a repeated id and repeated choices:
-    validate rejects those four rows (exit 1, or 0 with --allow-rejects), counts only the usable rows per
-    domain; eval scores the file and names each row it could not score."""
+    validate rejects the first three rows (exit 1, or 0 with --allow-rejects) and keeps the one whose
+    choices repeat a text, as published (issue 63), counts only the usable rows per domain; eval scores
+    the file and names each row it could not score."""
     good = tiny_bench["test"][:3]
     rows = [s.to_mmau() for s in good]
     (tmp_path / "text.wav").write_text("not audio\n")
@@ -517,11 +518,11 @@ def test_data_validate_checks_what_eval_needs_and_eval_names_the_rows_it_could_n
     out, err = capsys.readouterr()
     report = json.loads(out)
     reasons = {r["row"]: r["reason"] for r in report["rejected"]}
-    assert report["loaded"] == 3 and set(reasons) == {3, 4, 5, 6}, reasons
+    assert report["loaded"] == 4 and set(reasons) == {3, 4, 5}, reasons
     assert "file not found" in reasons[3] and "cannot decode audio" in reasons[4]
-    assert "row 2's id" in reasons[5] and "twice" in reasons[6]
-    assert "rare" not in report["by_domain"] and sum(report["by_domain"].values()) == 3  # usable rows only
-    assert "4 of 7 rows rejected" in err and "--allow-rejects" in err
+    assert "row 2's id" in reasons[5] and report["repeated_choices"] == 1
+    assert report["by_domain"]["rare"] == 1 and sum(report["by_domain"].values()) == 4  # usable rows only
+    assert "3 of 7 rows rejected" in err and "--allow-rejects" in err
     assert main(["data", "validate", str(dataset), "--allow-rejects"]) == 0
     capsys.readouterr()
 
@@ -542,10 +543,10 @@ def test_data_validate_checks_what_eval_needs_and_eval_names_the_rows_it_could_n
     )
     assert main(["eval", "--config", str(config), "--out", str(tmp_path / "out")]) == 0
     out = capsys.readouterr().out
-    assert "could not score 4 of 7 rows" in out
+    assert "could not score 3 of 7 rows" in out
     assert f"row 3 (missing): field 'audio': {tmp_path / 'missing.wav'}: file not found" in out
     metrics = json.loads((tmp_path / "out" / "metrics.json").read_text())
-    assert metrics["methods"]["no_tool"]["n"] == 7 and metrics["methods"]["no_tool"]["official"]["n"] == 3
+    assert metrics["methods"]["no_tool"]["n"] == 7 and metrics["methods"]["no_tool"]["official"]["n"] == 4
 
 
 def test_a_resumed_sweep_evaluates_a_run_finished_before_the_keys_moved(tmp_path, monkeypatch):
@@ -607,7 +608,7 @@ def test_a_sweep_compares_two_variants_selections_on_each_test_set(tmp_path):
 
     def write(folder, picks):
         folder.mkdir(parents=True, exist_ok=True)
-        rows = [{"id": i, "method": "policy", "tools": t} for i, t in picks.items()]
+        rows = [{"id": i, "method": "policy", "tools": t, "correct": bool(t)} for i, t in picks.items()]
         rows.append({"id": "q0", "method": "all_tools", "tools": ["asr", "chords"]})  # another method: not counted
         (folder / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
 
@@ -623,7 +624,12 @@ def test_a_sweep_compares_two_variants_selections_on_each_test_set(tmp_path):
     assert found["also/draw7/items"] == 4
     table = compare_lines([{"pair": ["a", "b"], **found}])
     assert "on the test split | on draw7 |" in table[1]
-    assert table[-1] == "| a vs b | 0.0 ± 0.0 % of 1 | 50.0 ± 35.4 % of 4 |"
+    assert table[3] == "| a vs b | 0.0 ± 0.0 % of 1 | 50.0 ± 35.4 % of 4 |"
+    # right where a tool was called: a is right on all four, b on 3 (seed 0) and 1 (seed 1), paired by item
+    paired = found["also/draw7/paired"]
+    assert [(e["seed"], e["difference"]) for e in paired] == [(0, 0.25), (1, 0.75)]
+    assert paired[1]["interval_95"][0] > 0 > paired[0]["interval_95"][0]  # 3 of 3 discordant tell; 1 of 1 does not
+    assert table[-1].startswith("| a vs b | s0 +0.0 [+0.0, +0.0]; s1 +0.0 [+0.0, +0.0] | s0 +25.0 [")
 
 
 def test_resume_of_a_run_that_never_started_is_refused_before_any_work(tiny_config, capsys):

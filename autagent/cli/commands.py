@@ -109,6 +109,8 @@ def cmd_data_validate(args) -> int:
     loaded = load(args.file, args.format, audio_wording=args.audio_wording, check_audio=check)
     summary = loaded.summary()
     print(json.dumps(summary, ensure_ascii=False))
+    for warning in loaded.warnings:  # rows kept that a user should know of (repeated choices)
+        print(f"autagent: warning: {warning}", file=sys.stderr)
     if not summary["usable"]:
         print(f"autagent: {args.file}: no usable row of {loaded.rows}", file=sys.stderr)
         return 1

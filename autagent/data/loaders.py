@@ -2,15 +2,18 @@
 JSONL) and AVQA as R1-AQA uses it (JSONL, integer ``answer`` indexing ``multi_choice``).
 
 A bad row never fails the file.  Each row becomes a :class:`Sample`; a row that cannot be scored
-(no question, fewer than two usable choices, choices that repeat, an answer that is none of the
-choices, an ``id`` an earlier row has, a broken JSON line, and with ``check_audio`` a clip that is
-missing or does not decode...) becomes an *unscorable* sample (``meta["unscorable"]`` holds the reason) that evaluation
+(no question, fewer than two usable choices, an answer that is none of the choices, an ``id`` an
+earlier row has, a broken JSON line, and with ``check_audio`` a clip that is missing or does not
+decode...) becomes an *unscorable* sample (``meta["unscorable"]`` holds the reason) that evaluation
 counts in ``n`` and as wrong, and that :class:`Loaded` reports as ``rejected`` (row, id, reason).
 Quirks of the published files handled as data:
 
 * MMAR's last choice is sometimes empty: empty choices are dropped (the row stays scorable if two
   remain);
 * an answer that differs from its choice only by white space or a newline is that choice;
+* two choices with the same text (27 rows of MMAU test-mini: ``'three'`` twice) are kept as published,
+  and counted in :attr:`Loaded.warnings`: the official scoring matches the answer's text, so the row
+  scores as it does for everyone else (an evaluation that dropped them could not be compared);
 * list-valued fields (MMAU's ``category`` on some rows) stay lists in ``meta``; the sample's
   ``category`` joins them with " / ".
 
@@ -21,6 +24,7 @@ Only a file that cannot be read at all (missing, not JSON, not a list of objects
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections import Counter
 from collections.abc import Callable
@@ -29,6 +33,8 @@ from functools import partial
 from pathlib import Path
 
 from .sample import Sample
+
+log = logging.getLogger(__name__)
 
 
 class DatasetError(ValueError):
@@ -52,6 +58,18 @@ class Loaded:
     samples: list[Sample]
     rejected: list[dict] = field(default_factory=list)
     rows: int = 0
+    repeated_choices: int = 0
+    """Rows kept whose choices repeat a text (MMAU test-mini as published has 27)."""
+
+    @property
+    def warnings(self) -> list[str]:
+        """What a user should know about rows that were kept (one line each)."""
+        if not self.repeated_choices:
+            return []
+        return [
+            f"{self.path}: {self.repeated_choices} of {self.rows} rows list a choice's text twice; kept as "
+            "published (the answer is scored by its text, as the official scoring does)"
+        ]
 
     @property
     def scorable(self) -> list[Sample]:
@@ -70,6 +88,8 @@ class Loaded:
             "rows": self.rows,
             "loaded": len(usable),
             "rejected": self.rejected,
+            "repeated_choices": self.repeated_choices,
+            "warnings": self.warnings,
             "usable": bool(usable),
             "by_domain": counts(lambda s: s.domain),
             "by_category": counts(lambda s: s.category),
@@ -108,19 +128,19 @@ def _choices(row, name) -> tuple[str, ...]:
     )
     if len(choices) < 2:
         raise RowError(name, "needs at least two non-empty choices")
-    seen: set[str] = set()
-    for choice in choices:
-        if _normalise(choice) in seen:  # the answer could not say which one is meant
-            raise RowError(name, f"{choice[:80]!r} is there twice")
-        seen.add(_normalise(choice))
-    return choices
+    return choices  # a text listed twice is kept: the answer is its text (see the module's quirks)
+
+
+def repeats_a_choice(choices) -> bool:
+    """Whether two of ``choices`` have the same text (white space aside)."""
+    return len({_normalise(c) for c in choices}) < len(choices)
 
 
 def _answer_in(choices, answer: str) -> str:
     if answer in choices:
         return answer
     matches = [c for c in choices if _normalise(c) == _normalise(answer)]
-    if len(matches) == 1:
+    if matches:  # one text, however often it is listed
         return matches[0]
     raise RowError("answer", f"{answer[:80]!r} is not one of the choices")
 
@@ -262,6 +282,7 @@ def load(
                     raise RowError("audio", clips[fields["audio"]])
             meta = {k: v for k, v in row.items() if k not in known}
             loaded.samples.append(Sample(id=sample_id, meta={**meta, "row": i}, **fields))
+            loaded.repeated_choices += repeats_a_choice(fields["choices"])
         except RowError as err:
             reason = str(err)
             loaded.rejected.append({"row": i, "id": sample_id, "reason": reason})
@@ -282,6 +303,8 @@ def load(
                     },
                 )
             )
+    for warning in loaded.warnings:
+        log.warning(warning)
     return loaded
 
 
