@@ -39,6 +39,7 @@ import yaml
 from ..config import ConfigError, load_config, save_config
 from ..data.labelled import load_labelled
 from ..evaluation.harness import METHODS
+from ..evaluation.paired import paired_difference
 from ..evaluation.selection_check import check, description_selector
 from ..policies.grpo import moved_key
 from .train import run_started
@@ -95,25 +96,31 @@ def _mean_std(values: list[float]) -> dict:
     }
 
 
-def _selections(run_dir: Path) -> dict[str, tuple]:
+def _policy_rows(run_dir: Path) -> dict[str, tuple[tuple, bool]]:
+    """Per item of a run's evaluation: the policy's tools and whether it answered right."""
     rows = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
-    return {r["id"]: tuple(r["tools"]) for r in rows if r["method"] == "policy"}
+    return {r["id"]: (tuple(r["tools"]), bool(r["correct"])) for r in rows if r["method"] == "policy"}
 
 
 def different_selections(out: Path, a: str, b: str, spec: dict) -> dict:
     """How often variants ``a`` and ``b`` of the same seed select different tools, on the sweep's test split
     (``share_of_items_with_different_selection``) and on each extra test set (``also/<t>/...``), with the
     number of items each share is over (``items``, ``also/<t>/items``): a sweep whose own test split is cut to a
-    row says little there and more on its extra test sets."""
+    row says little there and more on its extra test sets.  Per seed also ``a``'s accuracy minus ``b``'s on
+    the items both answered, with its exact paired 95 % interval (``paired``: one entry a seed)."""
     result: dict = {}
     for test in ("", *spec["also_test"]):
-        prefix, shares, items = (f"also/{test}/" if test else ""), [], 0
+        prefix, shares, items, paired = (f"also/{test}/" if test else ""), [], 0, []
         for seed in spec["seeds"]:
-            left, right = (_selections(out / f"{v}-s{seed}" / prefix) for v in (a, b))
-            shares.append(sum(left[k] != right.get(k) for k in left) / max(len(left), 1))
+            left, right = (_policy_rows(out / f"{v}-s{seed}" / prefix) for v in (a, b))
+            shares.append(sum(left[k][0] != right.get(k, (None,))[0] for k in left) / max(len(left), 1))
             items = len(left)
+            both = [k for k in left if k in right]
+            found = paired_difference([right[k][1] for k in both], [left[k][1] for k in both])
+            paired.append({"seed": seed, "difference": round(found["difference"], 4), "interval_95": found["interval"]})
         result[f"{prefix}share_of_items_with_different_selection"] = _mean_std(shares)
         result[f"{prefix}items"] = items
+        result[f"{prefix}paired"] = paired
     return result
 
 
@@ -392,6 +399,11 @@ def markdown(summary: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _paired_cell(entry: dict) -> str:
+    low, high = entry["interval_95"]
+    return f"s{entry['seed']} {100 * entry['difference']:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}]"
+
+
 def compare_lines(compare: list[dict]) -> list[str]:
     """The compared pairs' table: the share of items where they select differently, per test set."""
     if not compare:
@@ -403,5 +415,10 @@ def compare_lines(compare: list[dict]) -> list[str]:
     lines += ["|---|" + "---|" * len(prefixes)]
     for c in compare:
         cells = [f"{pm(c[p + 'share_of_items_with_different_selection'])} % of {c[p + 'items']}" for p in prefixes]
+        lines.append(f"| {c['pair'][0]} vs {c['pair'][1]} | {' | '.join(cells)} |")
+    lines += ["", f"| accuracy of the first minus the second, per seed [paired 95 % interval] | {head} |"]
+    lines += ["|---|" + "---|" * len(prefixes)]
+    for c in compare:
+        cells = ["; ".join(_paired_cell(e) for e in c.get(p + "paired", [])) for p in prefixes]
         lines.append(f"| {c['pair'][0]} vs {c['pair'][1]} | {' | '.join(cells)} |")
     return lines
