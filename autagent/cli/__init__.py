@@ -53,6 +53,7 @@ USER_ERRORS = (
     ("autagent.reasoners.base", "ReasonerFailing"),
     ("tools.audio", "AudioError"),
     ("tools.registry", "ToolRegistryError"),
+    ("autagent.policies.router.table", "BudgetError"),
 )
 """The errors a user causes, by module: looked up only in the modules a command imported, so a command
 that fails on its input (a missing clip) has imported nothing heavy (torch, Ray) by then."""

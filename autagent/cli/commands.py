@@ -157,6 +157,7 @@ def cmd_train(args) -> int:
 
 
 def cmd_adapt(args) -> int:
+    from ..oneoff import UsageError
     from ..plugin.card import certificate_lines
     from ..policies.router.table import CertifyConfig
     from ..reasoners.base import ReasonerFailing
@@ -164,9 +165,19 @@ def cmd_adapt(args) -> int:
     from ..recipes.certify import DEFAULT_BUDGET
 
     certify_with = None if args.certify is None else CertifyConfig(enabled=True, eps=args.certify)
-    config = adapt_config(
-        args.plugin, args.reasoner, args.out, args.budget, args.tool_cost, args.config, overrides(args.set)
-    )
+    given = overrides(args.set)
+    if args.upstream:  # the same words as serve's: a served model is the openai reasoner at that address
+        if args.reasoner not in (None, "openai"):
+            raise UsageError(f"--upstream names a served model: it is --reasoner openai, not {args.reasoner}")
+        given = {
+            "reasoner.openai.base_url": args.upstream,
+            **({"reasoner.openai.model": args.model} if args.model else {}),
+            **given,
+        }
+    elif args.reasoner is None:
+        raise UsageError("adapt needs --reasoner NAME, or --upstream URL for a served model")
+    reasoner = "openai" if args.upstream else args.reasoner
+    config = adapt_config(args.plugin, reasoner, args.out, args.budget, args.tool_cost, args.config, given)
     config = hold_out(config, certify_with)
     try:
         summary = run_adapt(config, args.out, resume=args.resume)

@@ -137,6 +137,8 @@ def add_data(sub) -> None:
 
 def add_training(sub) -> None:
     """``train``, ``adapt`` and ``eval``."""
+    from ..recipes.certify import DEFAULT_EPS  # here, not at import: importing autagent.cli stays light
+
     train = with_config(sub.add_parser("train", help="the main job: train, evaluate, export the plugin"))
     train.add_argument("--resume", action="store_true", help="continue from the run's last checkpoint")
     train.add_argument("--force", action="store_true", help="start on CUDA even where the memory plan says no")
@@ -144,20 +146,34 @@ def add_training(sub) -> None:
 
     ad = with_config(sub.add_parser("adapt", help="adapt a router plugin to the reasoner in front of it"))
     ad.add_argument("--plugin", required=True, help="the router plugin to start from")
-    ad.add_argument("--reasoner", required=True, choices=["embedded", "qwen2-audio", "openai", "cascade"])
+    ad.add_argument(
+        "--reasoner",
+        choices=["embedded", "qwen2-audio", "openai", "cascade"],
+        help="the reasoner to adapt to (--upstream URL: a served model, as openai)",
+    )
+    ad.add_argument(
+        "--upstream",
+        metavar="URL",
+        help="adapt to the model an OpenAI-compatible server serves (…/v1, vLLM's say; asked once before any work)",
+    )
+    ad.add_argument("--model", metavar="NAME", help="with --upstream: the model name the server expects")
     ad.add_argument("--out", required=True, help="where the adapted plugin is written")
     ad.add_argument("--budget", type=int, help="distinct reasoner answers the adaptation may ask (cache hits free)")
     ad.add_argument("--tool-cost", type=float, help="your price of one tool call, in answers (default 0: accuracy)")
     ad.add_argument("--resume", action="store_true", help="continue a stopped adaptation (its answers are kept)")
-    ad.set_defaults(func=cmd_adapt)
-    p.add_argument(
-        "--tools",
-        type=int,
-        metavar="K",
-        dest="dial_tools",
-        help="the dial: call exactly the plugin's K most probable tools per query (a point of the eval's cost "
-        "curve; default: the plugin's certified point, else its threshold)",
+    ad.add_argument(
+        "--certify",
+        type=float,
+        metavar="EPS",
+        default=DEFAULT_EPS,
+        help="hold part of the budget's queries out of training and certify on them the cheapest operating point "
+        f"that loses at most EPS (a fraction: {DEFAULT_EPS} is {100 * DEFAULT_EPS:.0f} points) against All-Tools, "
+        f"95 %% one-sided (default {DEFAULT_EPS}: what the default budget can certify); serve and select use it",
     )
+    ad.add_argument(
+        "--no-certify", dest="certify", action="store_const", const=None, help="train on every query, certify nothing"
+    )
+    ad.set_defaults(func=cmd_adapt)
 
     ev = with_pin(with_config(sub.add_parser("eval", help="every baseline (and a plugin's policy) on a dataset")))
     ev.add_argument("--out", help="output directory (default runs/<name>/eval)")

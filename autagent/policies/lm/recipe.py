@@ -22,7 +22,43 @@ def build_tiny_policy(directory: Path, seed: int = 0) -> Path:
     return build_tiny_qwen2_audio(directory, seed, prompts=(BASELINE, WITH_TOOLS, AGENT_PROMPT))
 
 
+def build_tiny_text_policy(directory: Path, seed: int = 0, width: int = 32) -> Path:
+    """A tiny random Llama (two layers, GQA) whose tokenizer knows the text policy's prompt: for tests and
+    plumbing runs of ``modality: text`` (no download, no conversion)."""
+    import torch
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    from ...testing.tiny_models import build_tiny_chat_tokenizer, tiny_corpus
+    from .text import TEXT_AGENT_PROMPT
+
+    torch.manual_seed(seed)
+    tokenizer = build_tiny_chat_tokenizer(tiny_corpus((TEXT_AGENT_PROMPT,)))
+    config = LlamaConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=width,
+        intermediate_size=2 * width,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=2048,
+        tie_word_embeddings=True,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+    )
+    LlamaForCausalLM(config).save_pretrained(directory)
+    tokenizer.save_pretrained(directory)
+    return Path(directory)
+
+
 def ensure_model(lm: LMPolicyConfig) -> str:
+    if lm.text and lm.build_tiny:
+        if not (Path(lm.model_id) / "config.json").exists():
+            build_tiny_text_policy(Path(lm.model_id))
+        return lm.model_id
+    if lm.text:
+        from .text import resolve_model
+
+        return resolve_model(lm)  # a GGUF (or the package holding one) converted once
     path = Path(lm.model_id)
     if lm.build_tiny and not (path / "config.json").exists():
         build_tiny_policy(path)
@@ -61,6 +97,7 @@ def train(ctx, resume: bool = False):
         config.reward.tool_cost,
         lm.invalid_reward,
         ctx.tool_ids,
+        prefix=lm.parse_prefix,
     )
     trainer, processor = build_grpo_trainer(
         config, lm, train, base, [reward], ctx.run_dir / "trainer", ctx.tool_ids, ensure_model(lm)
@@ -74,11 +111,13 @@ def train(ctx, resume: bool = False):
         if checkpoint is None:
             raise FileNotFoundError(f"--resume: no checkpoint under {ctx.run_dir / 'trainer'}")
         ctx.record("resume_from", checkpoint=Path(checkpoint).name)
-    trainer.train(resume_from_checkpoint=checkpoint)
+    if config.grpo.steps > 0:  # 0: the model as it starts (its zero-shot self), exported untrained
+        trainer.train(resume_from_checkpoint=checkpoint)
     history = [row for row in trainer.state.log_history if "loss" in row or "reward" in row]
     summary = {
         "steps": trainer.state.global_step,
         "train_seconds": round(time.perf_counter() - started, 1),
+        "step_seconds": step_seconds(trainer.clock, reward.seconds),
         "invalid_reasons": reward.invalid_reasons,
         "reward_batches": reward.batches,
         "reasoner_calls": ctx.reasoner.calls,
@@ -92,6 +131,25 @@ def train(ctx, resume: bool = False):
     plugin_dir = export_lm(model=model, processor=processor, lm=lm, **export_fields(ctx, summary))
     manifest = json.loads((plugin_dir / "manifest.json").read_text())
     return plugin_dir, summary, LMPlugin.from_model(plugin_dir, manifest, model, processor)
+
+
+def step_seconds(clock: dict, reward_seconds: float) -> dict | None:
+    """Mean seconds per GRPO step and where they go: sampling the completions, the reward (tools from the
+    cache and the reasoner), TRL's other scoring (old and reference log-probabilities) and the loss's
+    forward and backward (the optimizer's update is outside, in ``train_seconds``)."""
+    steps = clock.get("steps", 0)
+    if not steps:
+        return None
+    generation = clock.get("generation", 0.0)
+    scoring = clock.get("rollout_and_scoring", 0.0)
+    per = {
+        "step": clock.get("training_step", 0.0),
+        "generation": generation,
+        "reward": reward_seconds,
+        "reference_and_old_logps": scoring - generation - reward_seconds,
+        "loss_forward_backward": clock.get("training_step", 0.0) - scoring,
+    }
+    return {"steps": steps, **{k: round(v / steps, 2) for k, v in per.items()}}
 
 
 def has_checkpoints(run_dir: Path) -> bool:

@@ -4,6 +4,8 @@ binary); a completion that does not parse gets ``invalid_reward`` and is counted
 
 from __future__ import annotations
 
+import time
+
 from rewards import get_reward
 
 from .prompt import parse_selection
@@ -11,9 +13,21 @@ from .prompt import parse_selection
 
 class ToolSelectionReward:
     def __init__(
-        self, samples_by_id: dict, pool, reasoner, kind: str, tool_cost: float, invalid_reward: float, tool_ids
+        self,
+        samples_by_id: dict,
+        pool,
+        reasoner,
+        kind: str,
+        tool_cost: float,
+        invalid_reward: float,
+        tool_ids,
+        prefix: str = "",
     ):
         self.samples, self.pool, self.reasoner = samples_by_id, pool, reasoner
+        self.prefix = prefix
+        """Put in front of each completion before parsing (a text policy's reply prefix, ``<answer>``)."""
+        self.seconds = 0.0
+        """Time spent in this reward (tools from the cache, the reasoner, scoring): the step's reward share."""
         self.tool_ids = tuple(tool_ids)
         self.score = get_reward(kind, tool_cost)
         self.__name__ = f"{kind}_tool_reward"
@@ -24,8 +38,16 @@ class ToolSelectionReward:
 
     def __call__(self, prompts, completions, sample_id, base_prediction, log_metric=None, **_) -> list[float]:
         """``log_metric`` is TRL's: values logged through it are averaged over every rank."""
+        started = time.perf_counter()
+        try:
+            return self.score_batch(prompts, completions, sample_id, base_prediction, log_metric)
+        finally:
+            self.seconds += time.perf_counter() - started
+
+    def score_batch(self, prompts, completions, sample_id, base_prediction, log_metric) -> list[float]:
         self.batches += 1
-        selections = [parse_selection(c if isinstance(c, str) else c[0]["content"], self.tool_ids) for c in completions]
+        texts = [c if isinstance(c, str) else c[0]["content"] for c in completions]
+        selections = [parse_selection(self.prefix + t, self.tool_ids) for t in texts]
         samples = [self.samples[i] for i in sample_id]
         requests = [
             (s, list(self.pool.run(s.audio, z.tools).values()) if z.tools else None)

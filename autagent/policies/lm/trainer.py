@@ -17,12 +17,14 @@ explicitly because TRL's own default is ``dapo``.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 from ..grpo import advantages as estimate_advantages
 from .config import LMPolicyConfig
 from .prompt import AnswerGrammar, agent_prompt
 from .rollout import generation_mode, grammar_allowed, make_rollout, masked_logps
+from .shared_prefix import completion_logps
 from .trl_contract import check
 
 
@@ -37,13 +39,19 @@ def trainer_class():
 
         _audio: tuple | None = None
         _audio_paths: list[str] | None = None
+        clock: dict  # seconds per phase (set where the trainer is built): the report's time per step
         advantage_kind: str = "group"
         grammar = None  # an AnswerGrammar when decoding is constrained
 
         def _generate_and_score_completions(self, inputs):
-            self._audio_paths = [x["audio"] for x in inputs]  # aligned with the prompts the rollout receives
+            self._audio_paths = [x.get("audio") for x in inputs]  # aligned with the prompts the rollout receives
+            started = time.perf_counter()
             output = super()._generate_and_score_completions(inputs)
-            output["input_features"], output["feature_attention_mask"] = self._audio
+            self.clock["rollout_and_scoring"] = self.clock.get("rollout_and_scoring", 0.0) + (
+                time.perf_counter() - started
+            )
+            if self._audio is not None:  # a text policy has no features
+                output["input_features"], output["feature_attention_mask"] = self._audio
             rewards = (self._rewards_per_func * self.reward_weights.to(self._rewards_per_func.device)).nansum(dim=1)
             local = len(output["advantages"])
             groups = estimate_advantages(rewards.view(-1, self.num_generations).float(), self.advantage_kind).view(-1)
@@ -56,8 +64,17 @@ def trainer_class():
             return self._rewards_per_func
 
         def _compute_loss(self, model, inputs):
-            self._audio = (inputs["input_features"], inputs["feature_attention_mask"])
+            if "input_features" in inputs:
+                self._audio = (inputs["input_features"], inputs["feature_attention_mask"])
             return super()._compute_loss(model, inputs)
+
+        def training_step(self, *args, **kwargs):
+            started = time.perf_counter()
+            try:
+                return super().training_step(*args, **kwargs)
+            finally:
+                self.clock["steps"] = self.clock.get("steps", 0) + 1
+                self.clock["training_step"] = self.clock.get("training_step", 0.0) + time.perf_counter() - started
 
         def _get_per_token_logps_and_entropies(
             self,
@@ -70,8 +87,19 @@ def trainer_class():
             compute_aux_loss=False,
             **_image_inputs,
         ):
-            features, feature_mask = self._audio
             batch_size = batch_size or input_ids.size(0)
+            if self._audio is None:  # a text policy: shared prompt prefixes computed once (.shared_prefix)
+                logps, entropies, pad = [], [], self.processing_class.pad_token_id
+                for start in range(0, input_ids.size(0), batch_size):
+                    end = min(start + batch_size, input_ids.size(0))
+                    with self.accelerator.autocast():
+                        lp, ent = completion_logps(
+                            model, input_ids[start:end], attention_mask[start:end], logits_to_keep, pad
+                        )
+                    logps.append(lp)
+                    entropies.append(ent)
+                return torch.cat(logps), (torch.cat(entropies) if compute_entropy else None), None
+            features, feature_mask = self._audio
             logps, entropies = [], []
             for start in range(0, input_ids.size(0), batch_size):
                 end = min(start + batch_size, input_ids.size(0))
@@ -173,7 +201,11 @@ def lora_config(lm: LMPolicyConfig):
 
     lora = lm.lora
     return LoraConfig(
-        r=lora.r, lora_alpha=lora.alpha, lora_dropout=lora.dropout, target_modules=lora.pattern, bias="none"
+        r=lora.r,
+        lora_alpha=lora.alpha,
+        lora_dropout=lora.dropout,
+        target_modules=lora.pattern_for(lm.modality),
+        bias="none",
     )
 
 
@@ -230,33 +262,52 @@ def build_grpo_trainer(
     ``model``: a policy already in memory, in :func:`weight_dtype` (``make gpu-check`` builds random
     weights on the GPU); None loads it from ``model_id``."""
     import datasets
-    from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
 
-    processor = AutoProcessor.from_pretrained(model_id)
-    rows = [
-        {
-            "prompt": agent_prompt(s.question, tool_ids),
-            "audio": s.audio,
-            "sample_id": s.id,
-            "base_prediction": base_predictions[s.id],
-        }
-        for s in samples
-    ]
     args = trl_args(config, lm, output_dir)
-    if model is None:
-        dtype = weight_dtype(lm, deepspeed=args.deepspeed_plugin is not None)
-        model = Qwen2AudioForConditionalGeneration.from_pretrained(model_id, dtype=dtype)
-    # TRL's processor handling assumes images; the audio processor lives in our rollout, TRL gets its tokenizer.
+    dtype = weight_dtype(lm, deepspeed=args.deepspeed_plugin is not None)
+    clock: dict = {}
+    if lm.text:
+        from transformers import AutoModelForCausalLM
+
+        from .text import Profiler, load_tokenizer, make_text_rollout, sample_prompt
+
+        processor = load_tokenizer(model_id)
+        profiler = Profiler(lm.audio_max_seconds, lm.profile_labels)
+        prompts = [sample_prompt(s, profiler, tool_ids) for s in samples]
+        kept = [(s, p) for s, p in zip(samples, prompts) if p is not None]  # an unreadable clip is not trained on
+        rows = [{"prompt": p, "sample_id": s.id, "base_prediction": base_predictions[s.id]} for s, p in kept]
+        if model is None:
+            model = AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype)
+        tokenizer, rollout = processor, make_text_rollout(processor, lm, clock)
+    else:
+        from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
+
+        processor = AutoProcessor.from_pretrained(model_id)
+        rows = [
+            {
+                "prompt": agent_prompt(s.question, tool_ids),
+                "audio": s.audio,
+                "sample_id": s.id,
+                "base_prediction": base_predictions[s.id],
+            }
+            for s in samples
+        ]
+        if model is None:
+            model = Qwen2AudioForConditionalGeneration.from_pretrained(model_id, dtype=dtype)
+        # TRL's processor handling assumes images; the audio processor lives in our rollout, TRL gets its tokenizer.
+        tokenizer, rollout = processor.tokenizer, make_rollout(processor, lm, len(tool_ids))
     trainer = trainer_class()(
         model=model,
         reward_funcs=list(reward_funcs),
         args=args,
         train_dataset=datasets.Dataset.from_list(rows),
-        processing_class=processor.tokenizer,
-        rollout_func=make_rollout(processor, lm, len(tool_ids)),
+        processing_class=tokenizer,
+        rollout_func=rollout,
         peft_config=lora_config(lm) if lm.lora else None,
     )
-    trainer.add_callback(WarmUp(processor, lm, trainer))
+    trainer.clock = clock
+    if not lm.text:  # the static-cache compile is the audio rollout's
+        trainer.add_callback(WarmUp(processor, lm, trainer))
     trainer.advantage_kind = config.grpo.advantage
     if lm.constrained_decoding:
         trainer.grammar = AnswerGrammar(processor.tokenizer, 0, len(tool_ids))

