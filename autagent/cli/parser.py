@@ -9,7 +9,6 @@ from .commands import (
     cmd_adapt,
     cmd_answer,
     cmd_check_selection,
-from ..recipes.certify import DEFAULT_EPS
     cmd_data_generate,
     cmd_data_validate,
     cmd_eval,
