@@ -241,7 +241,7 @@ def test_a_warm_started_router_selects_as_its_source_and_keeps_it_as_reference(t
     settings = ["--set", "grpo.steps=1", "--set", "policy.router.learning_rate=1.0e-12"]
     settings += ["--set", "policy.router.table.crossval.folds=0"]
     settings += _mine(tiny_bench, tmp_path)
-    assert main([*command, "--budget", "60", *settings]) == 0
+    assert main([*command, "--budget", "60", "--no-certify", *settings]) == 0  # no certified point: the threshold
     adapted = load(out)
     assert adapted.select_many(tiny_bench["test"]) == source.select_many(tiny_bench["test"])
 
@@ -256,6 +256,7 @@ def test_autagent_adapt_spends_at_most_its_budget_cross_validates_and_says_so(tr
     grid = "{reward.tool_cost: [0.0, 0.05], policy.router.learning_rate: [0.003]}"
     fast += ["--set", f"policy.router.table.crossval.grid={grid}"]
     command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "embedded", "--out", str(out), "--budget", "100"]
+    command += ["--no-certify"]  # the whole budget for the table (test_certify's adapt test holds queries out)
     assert main([*command, "--tool-cost", "0.01", *where, *fast]) == 0
     printed, warned = capsys.readouterr()
     assert "answers: 100 of a budget of 100" in printed and "cross-validated (2 folds, price 0.01)" in printed
@@ -274,20 +275,29 @@ def test_autagent_adapt_spends_at_most_its_budget_cross_validates_and_says_so(tr
     assert main([*command, *where]) == 2 and "exists" in capsys.readouterr().err  # never overwritten
 
 
-def test_autagent_adapt_against_a_server_that_is_down_stops_and_says_how_to_resume(
+def test_autagent_adapt_asks_a_served_model_once_before_any_work_and_refuses_a_budget_too_small(
     trained, tiny_bench, tmp_path, capsys
 ):
+    """``--upstream URL`` with nothing listening: one line naming the URL, before any tool runs or folder is made
+    (it once computed every tool record, printed 200 retries and failed); a budget that cannot complete one
+    query's design is refused before anything is spent, naming the smallest that works."""
     _, _, plugin_dir = trained
-    down = ["--set", "reasoner.openai.base_url=http://127.0.0.1:9/v1", "--set", "reasoner.openai.max_retries=0"]
-    down += ["--set", "reasoner.openai.timeout_s=2", "--set", "reasoner.min_calls=5"]
-    down += _mine(tiny_bench, tmp_path)
     out = tmp_path / "adapted"
-    command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "openai", "--out", str(out), *down]
-    assert main(command) == 2
+    command = ["adapt", "--plugin", str(plugin_dir), "--upstream", "http://127.0.0.1:9/v1", "--out", str(out)]
+    assert main([*command, *_mine(tiny_bench, tmp_path)]) == 2
     err = capsys.readouterr().err
-    assert "run the same command with --resume to continue" in err and "Traceback" not in err
-    assert not out.exists() and (tmp_path / "runs" / "adapt-adapted" / "budget.json").exists()
-    assert main(command) == 2 and "--resume" in capsys.readouterr().err  # a second start without it is refused
+    assert "nothing answers at http://127.0.0.1:9/v1/models" in err and "Traceback" not in err
+    assert not out.exists() and not (tmp_path / "runs").exists()
+    command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "embedded", "--out", str(out), "--budget", "10"]
+    assert main([*command, *_mine(tiny_bench, tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert (
+        "--budget 10 cannot complete one training query's 16 answers" in err and "the smallest that works is 21" in err
+    )
+    assert main([*command, "--no-certify", *_mine(tiny_bench, tmp_path)]) == 2
+    assert "the smallest that works is 16" in capsys.readouterr().err and not (tmp_path / "runs").exists()
+    assert main(["adapt", "--plugin", str(plugin_dir), "--out", str(out)]) == 2
+    assert "--reasoner NAME, or --upstream URL" in capsys.readouterr().err
 
 
 def test_adapt_resume_goes_on_from_a_table_a_failing_reasoner_stopped(trained, tiny_bench, tmp_path, monkeypatch):
@@ -309,7 +319,7 @@ def test_adapt_resume_goes_on_from_a_table_a_failing_reasoner_stopped(trained, t
     ask_within = table.ask_within
     out = tmp_path / "adapted"
     command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "embedded", "--out", str(out), "--budget", "60"]
-    command += ["--set", "grpo.steps=2", "--set", "policy.router.table.crossval.folds=0"]
+    command += ["--no-certify", "--set", "grpo.steps=2", "--set", "policy.router.table.crossval.folds=0"]
     command += ["--set", "policy.router.table.items_per_call=1"]  # a query's 16 subsets a call: four calls
     command += _mine(tiny_bench, tmp_path)
     monkeypatch.setattr(table, "ask_within", fails_the_second_time)
@@ -321,6 +331,38 @@ def test_adapt_resume_goes_on_from_a_table_a_failing_reasoner_stopped(trained, t
     assert main([*command, "--resume"]) == 0
     assert json.loads((run_dir / "budget.json").read_text())["spent"] == 60
     assert load(out).select_many(tiny_bench["test"])
+
+
+def test_a_failed_adaptation_reruns_with_the_same_out_and_pays_only_for_answers_received(trained, tiny_bench, tmp_path):
+    """A server that fails mid-table: the answers it gave are charged and cached, the failed calls are not; a plain
+    re-run with the same --out starts over (it was refused: 'already holds a run') and asks only what it lacked."""
+    from autagent.reasoners.embedded import EmbeddedReasoner
+
+    _, _, plugin_dir = trained
+    calls = {"n": 0}
+    answer_many = EmbeddedReasoner.answer_many
+
+    def flaky(self, requests, *args, **kwargs):  # the server answers 20 questions, then every call fails
+        calls["n"] += len(requests)
+        replies = answer_many(self, requests, *args, **kwargs)
+        return [
+            r if calls["n"] - len(requests) + i < 20 else r._replace(text=None, error="HTTP 503")
+            for i, r in enumerate(replies)
+        ]
+
+    out = tmp_path / "adapted"
+    command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "embedded", "--out", str(out), "--budget", "80"]
+    command += ["--no-certify", "--set", "grpo.steps=1", "--set", "policy.router.table.crossval.folds=0"]
+    command += ["--set", "policy.router.table.items_per_call=1", "--set", "reasoner.min_calls=30"]
+    command += _mine(tiny_bench, tmp_path)
+    EmbeddedReasoner.answer_many = flaky
+    try:
+        assert main(command) == 2 and not out.exists()
+    finally:
+        EmbeddedReasoner.answer_many = answer_many
+    run_dir = tmp_path / "runs" / "adapt-adapted"
+    assert json.loads((run_dir / "budget.json").read_text())["spent"] == 20  # the 20 received, not the failures
+    assert main(command) == 0 and out.exists()  # the same command again: starts over, the 20 served from the cache
 
 
 def test_configs_that_cannot_train_fail_at_load():
@@ -433,3 +475,45 @@ def test_the_objective_over_asked_subsets_alone_never_reads_the_surrogate():
     pi = torch.stack([torch.prod(torch.where(z > 0, p, 1 - p), dim=-1) for z in subsets], dim=-1)
     expected = ((pi * mask * rewards).sum(-1) / (pi * mask).sum(-1)).mean()
     assert torch.allclose(-loss, expected, atol=1e-6)
+
+
+def test_autagent_adapt_certifies_the_cheapest_safe_point_and_the_plugin_uses_it(trained, tiny_bench, tmp_path, capsys):
+    """``--certify`` (on by default) holds 10 of the 40 training queries out of a 150-answer budget (50 answers at
+    5 a query), never asks them for the table, certifies on them after training, writes the certificate into the
+    manifest and the card, and the plugin selects at the certified point unless told otherwise."""
+    from autagent.api import Plugin
+
+    _, _, plugin_dir = trained
+    out = tmp_path / "adapted"
+    command = ["adapt", "--plugin", str(plugin_dir), "--reasoner", "embedded", "--out", str(out), "--budget", "150"]
+    command += ["--certify", "0.5", "--set", "grpo.steps=2", "--set", "policy.router.table.crossval.folds=0"]
+    command += [
+        "--set",
+        f"data.train={tiny_bench['paths']['train']}",
+        "--set",
+        f"data.test={tiny_bench['paths']['test']}",
+    ]
+    command += _mine(tiny_bench, tmp_path)
+    assert main(command) == 0
+    printed = capsys.readouterr().out
+    assert "answers: 100 of a budget of 100 (150 less 50 for the certificate's 10 held-out queries)" in printed
+    assert "certificate: " in printed
+    manifest = json.loads((out / "manifest.json").read_text())
+    certificate = manifest["certificate"]
+    assert certificate["n"] == 10 and certificate["eps"] == 0.5 and certificate["reasoner"].startswith("embedded-")
+    assert certificate["answers_asked"] <= 50 and [r["label"] for r in certificate["tested"]][-1] in (
+        "K=1",
+        "threshold",
+    )
+    training = manifest["metrics"]["training"]
+    assert training["held_out_queries"] == 10 and training["table"]["budget"] == 100
+    assert training["table"]["queries"] + training["table"]["queries_left_out"] == 30  # 40 less the 10 held out
+    assert "## Certified operating point" in (out / "README.md").read_text()
+    plugin = Plugin.load(out)
+    assert plugin.certificate == certificate
+    dial = plugin.plugin.dial
+    assert (dial.describe() if dial else {}) == certificate["point"]
+    samples = tiny_bench["test"]
+    threshold = plugin.set_dial(uncertified=True).plugin.select_many(samples)
+    exact = plugin.set_dial(tools=1).plugin.select_many(samples)
+    assert all(len(z) == 1 for z in exact) and threshold != exact

@@ -23,15 +23,19 @@ mid-run stops it; every answer it gave is in the answer cache, so ``--resume`` c
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 from pathlib import Path
 
 from ..config import ConfigError, RunConfig, config_from_mapping, load_config, migrate_moved
 from ..plugin.manifest import read_manifest
 from ..plugin.provenance import plugin_settings
-from .certify import DEFAULT_BUDGET, CertifyConfig, answers_per_query, certify, held_out_queries, write_certificate
-from .run import load_splits, tool_records
-from .train import run_train
+from ..policies.router.table import CertifyConfig, designed_subsets
+from .certify import DEFAULT_BUDGET, answers_per_query, held_out_queries
+from .train import run_started, run_train
+
+log = logging.getLogger("autagent")
 
 ADAPT_DEFAULTS = {
     "reward.tool_cost": 0.0,
@@ -89,20 +93,68 @@ def adapt_config(
     )
 
 
-def hold_out(config: RunConfig, cfg: CertifyConfig | None) -> RunConfig:
-    """The certification's share of the budget: its queries held out of the table and training, the table's
-    budget what is left (refused where the budget cannot hold a query out)."""
-    table = config.policy.router.table
+def _split(budget: int, cfg: CertifyConfig | None) -> tuple[int, int]:
+    """(held-out queries, the table's answers) of a budget, with or without a certification."""
     if cfg is None:
-        return config
+        return 0, budget
+    queries = held_out_queries(budget, cfg.share, cfg.max_k)
+    return queries, budget - queries * answers_per_query(cfg.max_k)
+
+
+def smallest_budget(design: int, cfg: CertifyConfig | None) -> int:
+    """The smallest budget whose table completes one query's design (and, certifying, holds a query out)."""
+    budget = design
+    while not (_split(budget, cfg)[0] >= (cfg is not None) and _split(budget, cfg)[1] >= design):
+        budget += 1
+    return budget
+
+
+def hold_out(config: RunConfig, cfg: CertifyConfig | None) -> RunConfig:
+    """``--certify``: its share of the budget's answers buys held-out queries (kept out of the table and of
+    training, certified on after it: :mod:`.certify`), the table's budget is what is left.  A budget that
+    cannot complete one query's design (16 answers with seven tools), or hold a query out, is refused here,
+    before any tool or reasoner work, naming the smallest that works."""
+    table = config.policy.router.table
     if table.budget is None:
-        raise ConfigError("--certify needs a --budget (the held-out queries are a share of it)")
-    queries = held_out_queries(table.budget, cfg.share, cfg.max_k)
-    reserve = queries * answers_per_query(cfg.max_k)
-    if queries < 1 or table.budget - reserve < 1:
-        raise ConfigError(f"--budget {table.budget} is too small to hold queries out for --certify (or --no-certify)")
-    table.held_out, table.budget, table.certify = queries, table.budget - reserve, cfg
+        if cfg is not None:
+            raise ConfigError("--certify needs a --budget (the held-out queries are a share of it)")
+        return config
+    design = len(designed_subsets(config.tools.tool_ids, table.design))
+    if table.budget < smallest_budget(design, cfg):
+        why = "and hold queries out for --certify " if cfg is not None else ""
+        raise ConfigError(
+            f"--budget {table.budget} cannot complete one training query's {design} answers {why}(the smallest "
+            f"that works is {smallest_budget(design, cfg)}; a useful table takes hundreds of queries: the default "
+            f"is {DEFAULT_BUDGET})"
+        )
+    if cfg is not None:
+        table.held_out, table.budget = _split(table.budget, cfg)
+        table.certify = cfg
     return config
+
+
+def check_reachable(config: RunConfig, timeout_s: float = 10.0) -> None:
+    """One cheap request (``GET <base_url>/models``) to a served reasoner before any tool work: a server that is
+    down, slow or refusing is one line naming the URL, not 5,000 tool calls and then 200 retries."""
+    if config.reasoner.kind != "openai":
+        return
+    import httpx
+
+    url = config.reasoner.openai.base_url.rstrip("/") + "/models"
+    key = os.environ.get(config.reasoner.openai.api_key_env, "")
+    try:
+        reply = httpx.get(url, timeout=timeout_s, headers={"Authorization": f"Bearer {key}"} if key else {})
+    except httpx.HTTPError as err:
+        raise ConfigError(
+            f"nothing answers at {url} ({type(err).__name__}); start the server (docs/vllm.md) or point "
+            "adapt at it with --upstream URL"
+        ) from None
+    if reply.status_code in (401, 403):
+        raise ConfigError(
+            f"{url} refused the key (HTTP {reply.status_code}): set ${config.reasoner.openai.api_key_env}"
+        )
+    if reply.status_code >= 400:
+        raise ConfigError(f"{url} answered HTTP {reply.status_code}: is it an OpenAI-compatible server's /v1?")
 
 
 def plugin_base(plugin, manifest: dict) -> dict:
@@ -114,44 +166,21 @@ def plugin_base(plugin, manifest: dict) -> dict:
     return base
 
 
-def run_adapt(
-    config: RunConfig, out: str | Path, resume: bool = False, certify_with: CertifyConfig | None = None
-) -> dict:
-    """Train the adaptation (no evaluation), certify its cheapest safe point on the held-out queries
-    (``certify_with``; see :func:`hold_out`) and copy its plugin to ``out``; returns the training summary
-    (with ``certificate``)."""
+def run_adapt(config: RunConfig, out: str | Path, resume: bool = False) -> dict:
+    """Train the adaptation (no evaluation; certified where ``policy.router.table.certify`` says so, see
+    :func:`hold_out`) and copy its plugin to ``out``; returns the training summary (with ``certificate``).
+    A served reasoner is asked once first (:func:`check_reachable`); an adaptation that stopped before writing
+    ``out`` starts over on a plain re-run (its answers are in the shared cache: nothing is paid twice)."""
     out = Path(out)
     if out.exists() and not resume:
         raise FileExistsError(f"{out} exists: choose another --out, or --resume the adaptation that writes it")
+    check_reachable(config)
+    if not resume and run_started(config.run_dir):
+        log.info("%s: starting over an adaptation that stopped (its answers are in the cache, free)", config.run_dir)
+        shutil.rmtree(config.run_dir)
     metrics = run_train(config, resume=resume, evaluate=False)
-    summary = metrics["training"]
-    if certify_with is not None:
-        summary["certificate"] = certify_run(config, certify_with)
     if out.exists():
         shutil.rmtree(out)
     shutil.copytree(config.run_dir / "plugin", out)
     read_manifest(out)  # the copy verifies as the original did
-    return summary
-
-
-def certify_run(config: RunConfig, cfg: CertifyConfig) -> dict:
-    """The run's plugin certified on its held-out training queries (:mod:`.certify`), the certificate
-    written into it; the answers go through the shared answer cache."""
-    # looked up when called, not at import: a test patches them on their modules
-    from ..api import load
-    from ..policies.router.table import held_out_ids
-    from ..reasoners import build_reasoner
-
-    table = config.policy.router.table
-    train = load_splits(config).train
-    held = held_out_ids([s.id for s in train], table.order_seed, table.held_out)
-    samples = [s for s in train if s.id in held]
-    records = tool_records(config, samples)
-    plugin = load(config.run_dir / "plugin", tools_profile=config.tools.profile, tool_settings=config.tools.settings)
-    reasoner = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
-    try:
-        certificate = certify(plugin, samples, records, reasoner, config.tools.tool_ids, cfg)
-    finally:
-        reasoner.close()
-    write_certificate(config.run_dir / "plugin", certificate)
-    return certificate
+    return metrics["training"]

@@ -32,7 +32,7 @@ from .features import Featurizer
 from .model import Router, RouterConfig
 from .plots import member_step_seconds, plot_training
 from .plugin import export_router
-from .table import AnswerTable, Budget, held_out_ids
+from .table import AnswerTable, Budget, BudgetError, held_out_ids
 from .train import RouterTrainer, TrainingRun
 from .warm import WarmStart, load_warm_start
 from .zero_shot import DescriptionHead
@@ -70,9 +70,9 @@ def fill_table(ctx, samples) -> tuple[AnswerTable, Budget, dict]:
         len(table.incomplete),
     )
     if not table.items:
-        raise ValueError(
+        raise BudgetError(
             f"policy.router.table.budget {cfg.budget}: no training query got its whole design of "
-            f"{len(table.design)} answers; raise the budget"
+            f"{len(table.design)} answers ({budget.spent} spent); raise the budget (--budget)"
         )
     return table, budget, summary
 

@@ -172,12 +172,19 @@ class Budget:
             self.path.write_text(json.dumps({"spent": self.spent, "limit": self.limit}))
 
 
+class BudgetError(ValueError):
+    """A budget that cannot buy what a run needs (said before anything is spent where it can be)."""
+
+
 def ask_within(reasoner, requests: list, budget: Budget) -> list:
     """The cached reasoner's replies to ``requests``, asking at most what the budget has left (None for
-    the rest); what it asked is charged, failures included."""
-    before = reasoner.calls
-    replies = reasoner.ask(requests, max_new=budget.left)
-    budget.charge(reasoner.calls - before)
+    the rest); the answers received are charged, a failed call is not (a server that was down costs nothing,
+    and a ``--resume`` against it working again finds the budget as it was)."""
+    before, failed = reasoner.calls, reasoner.failures
+    try:
+        replies = reasoner.ask(requests, max_new=budget.left)
+    finally:  # answers that arrived before a failure are kept in the cache, and charged
+        budget.charge((reasoner.calls - before) - (reasoner.failures - failed))
     reasoner.check_health()
     return replies
 
