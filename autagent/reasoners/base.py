@@ -165,7 +165,8 @@ class CachedReasoner:
         """Replies for a batch; only misses reach the inner reasoner (in one ``answer_many`` call).
 
         ``max_new`` caps the misses asked (a budget): the first ``max_new`` distinct misses are asked and
-        every later one is answered ``None`` (not asked, not counted)."""
+        every later one is answered ``None`` (not asked, not counted).  A reasoner that gives its replies
+        as they arrive (``streams_replies``: a server's) has each stored then, not when the batch ends."""
         keys = [self._key(s, r) for s, r in requests]
         replies: dict[str, Reply] = {}
         for key in keys:
@@ -177,9 +178,21 @@ class CachedReasoner:
         if max_new is not None:
             missing = dict(list(missing.items())[: max(max_new, 0)])
         if missing:
-            fresh = self.inner.answer_many(list(missing.values()))
-            for key, reply in zip(missing, fresh):
-                replies[key] = self._store(key, reply)
+            asked = list(missing)
+
+            def arrived(index: int, reply: Reply) -> None:  # kept as it arrives: a stopped run keeps it
+                key = asked[index]
+                if key not in stored:
+                    stored.add(key)
+                    replies[key] = self._store(key, reply)
+
+            stored: set[str] = set()
+            if getattr(self.inner, "streams_replies", False):
+                fresh = self.inner.answer_many(list(missing.values()), on_reply=arrived)
+            else:
+                fresh = self.inner.answer_many(list(missing.values()))
+            for index, reply in enumerate(fresh):
+                arrived(index, reply)
         return [replies.get(k) for k in keys]
 
     def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[str | None]:

@@ -8,9 +8,12 @@ exponential back-off on 408/409/429/5xx, timeouts and dropped connections, honou
 completion (junk, HTML, a truncated body) is retried the same number of times, which the SDK does
 not do.  Requests run concurrently under a semaphore (``max_concurrency``), and a request's payload
 (the clip as base64 WAV) is built only once it holds the semaphore, so at most that many exist at
-once.  A request that still fails is a :class:`~autagent.reasoners.base.Reply` with an ``error``:
-counted, and never cached as an answer.  The API key is read from the environment variable
-``api_key_env`` and appears in no log, error message, fingerprint or file.
+once.  A request that still fails, or whose reply is malformed, is a
+:class:`~autagent.reasoners.base.Reply` with an ``error`` for that item alone: counted, and never
+cached as an answer; every other item's reply is given to ``on_reply`` as it arrives (the answer cache
+keeps it then: a run stopped mid-batch has paid for nothing it must ask again).  The API key is read
+from the environment variable ``api_key_env`` and appears in no log, error message, fingerprint or
+file.
 """
 
 from __future__ import annotations
@@ -120,7 +123,10 @@ def reply_text(body) -> str | None:
     except (KeyError, IndexError, TypeError) as err:
         raise ValueError(f"not a chat completion ({type(err).__name__})") from None
     if isinstance(content, list):  # content parts
-        content = " ".join(p.get("text", "") for p in content if isinstance(p, dict))
+        texts = [p.get("text", "") for p in content if isinstance(p, dict)]
+        if not all(isinstance(text, str) for text in texts):
+            raise ValueError("a text part of the message is not text")
+        content = " ".join(texts)
     if content is not None and not isinstance(content, str):
         raise ValueError(f"message content is {type(content).__name__}")
     return content.strip() if content and content.strip() else None
@@ -225,7 +231,7 @@ class OpenAIReasoner:
                 except openai.APIError as err:  # the SDK already retried what can be retried
                     problem = failure_name(err)
                     break
-                except ValueError as err:  # a 200 whose body is not a chat completion (junk, HTML, truncated)
+                except (ValueError, TypeError, AttributeError) as err:  # a 200 that is no chat completion
                     problem = f"malformed response: {err}"
                 if attempt < self.config.max_retries:
                     log.warning(
@@ -234,7 +240,7 @@ class OpenAIReasoner:
         log.warning("openai reasoner: giving up on sample %s: %s", sample.id, problem)
         return Reply(None, problem)
 
-    async def _many(self, api, requests):
+    async def _many(self, api, requests, on_reply=None):
         semaphore = asyncio.Semaphore(self.config.max_concurrency)
         if self.scored is not None and self.scoring_used is None:
             await self._probe(api)
@@ -243,11 +249,22 @@ class OpenAIReasoner:
             problem = f"the server changed its answer to whether it scores choices ({self.where}): start again"
             return [Reply(None, problem)] * len(requests)
         if self.scoring_used == "logprobs":
-            return await self.scored.answer_many(api, semaphore, requests)
-        return await asyncio.gather(*(self._one(api, semaphore, s, r) for s, r in requests))
+            return await self.scored.answer_many(api, semaphore, requests, on_reply)
 
-    def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[Reply]:
-        replies = list(asyncio.run(self._with_client(self._many, requests)))
+        async def one(i, sample, records):
+            reply = await self._one(api, semaphore, sample, records)
+            if on_reply is not None:
+                on_reply(i, reply)
+            return reply
+
+        return await asyncio.gather(*(one(i, s, r) for i, (s, r) in enumerate(requests)))
+
+    streams_replies = True
+    """:meth:`answer_many` gives each reply to ``on_reply`` as it arrives (the answer cache keeps it then)."""
+
+    def answer_many(self, requests: list[tuple[Sample, list[dict] | None]], on_reply=None) -> list[Reply]:
+        """One reply per request; ``on_reply(index, reply)`` is called as each arrives."""
+        replies = list(asyncio.run(self._with_client(self._many, requests, on_reply)))
         self.failures += sum(r.error is not None for r in replies)
         return replies
 

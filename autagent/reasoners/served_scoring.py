@@ -11,12 +11,19 @@ piece (no tokenisation of the text at the prompt's boundary).  The prompts of a 
 
 A server that cannot (no ``/tokenize``, no echoed log-probabilities: OpenAI's API) is told apart by
 :meth:`ServedScorer.probe`, the first request; the reasoner then answers with generated text and says so.
+
+Each item's reply is given (``on_reply``) as soon as the requests holding its prompts are answered, so
+that a caller caches it then (the calibration's prompt goes first: every item waits for it), and a
+reply the server spoiled for one prompt (a null or non-finite log-probability where a choice's token is
+scored) is an error for that item only.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
+from collections import Counter
 
 from tools.memo import BoundedMemo
 
@@ -25,6 +32,16 @@ from .cascade.layout import Calibration, lay_out, neutral
 from .openai_http import failure_name
 
 log = logging.getLogger(__name__)
+
+
+def summed(values, k: int) -> float | str:
+    """The sum of a choice's ``k`` tokens' echoed log-probabilities, or the failure when the server
+    spoiled them (a null, a string, NaN or infinity: a malformed reply for this item alone)."""
+    if len(values) != k or not all(
+        isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v) for v in values
+    ):
+        return "malformed response: the server echoed no usable log-probability for a choice's token"
+    return float(sum(values))
 
 
 class NoPromptLogprobs(RuntimeError):
@@ -125,8 +142,9 @@ class ServedScorer:
             raise ValueError("the server echoes no prompt log-probabilities")
         return rows
 
-    async def _score(self, api, semaphore, prompts) -> list[list[float | str]]:
-        """Each prompt's choices' summed log-likelihoods (or, where its request failed, the failure)."""
+    async def _score(self, api, semaphore, prompts, done=None) -> list[list[float | str]]:
+        """Each prompt's choices' summed log-likelihoods (or, where its request failed or its reply was
+        spoiled, the failure); ``done(p, row)`` is called for prompt ``p`` once its last request is in."""
         import asyncio
 
         import openai
@@ -137,6 +155,7 @@ class ServedScorer:
             for c, ids in enumerate(prompt.choices)
         ]
         out: list[list[float | str]] = [[0.0] * len(prompt.choices) for prompt in prompts]
+        left = Counter(p for p, *_ in flat)
 
         async def request(chunk):
             async with semaphore:
@@ -147,15 +166,19 @@ class ServedScorer:
                 except ValueError as err:
                     rows = [f"malformed response: {err}"] * len(chunk)
             for (p, c, ids, k), row in zip(chunk, rows):
-                out[p][c] = row if isinstance(row, str) else float(sum(row[len(ids) - k : len(ids)]))
+                out[p][c] = row if isinstance(row, str) else summed(row[len(ids) - k : len(ids)], k)
+                left[p] -= 1
+                if not left[p] and done is not None:
+                    done(p, out[p])
 
         step = self.per_request
         await asyncio.gather(*(request(flat[i : i + step]) for i in range(0, len(flat), step)))
         return out
 
-    async def answer_many(self, api, semaphore, requests) -> list[Reply]:
+    async def answer_many(self, api, semaphore, requests, on_reply=None) -> list[Reply]:
         """Replies to ``(sample, records)`` requests: the best choice and every choice's score, or, for a
-        question without choices, the model's greedy continuation up to the first line break."""
+        question without choices, the model's greedy continuation up to the first line break; each also
+        given to ``on_reply(index, reply)`` as soon as it is known."""
         import asyncio
 
         c = self.layout
@@ -172,34 +195,53 @@ class ServedScorer:
         asked = [requests[i] for i in scored]
         unknown = self.calibration.unknown(asked) if c.calibrate else []
         prompts = [laid[i].prompt for i in scored]
-        if unknown:
-            prompts.append(
+        if unknown:  # first: every item waits for it
+            prompts.insert(
+                0,
                 await self.tokenizer.laid_out(
                     api, lambda encode: neutral(encode, bos, c.neutral_prompt, unknown), semaphore
-                )
+                ),
             )
-        rows = await self._score(api, semaphore, prompts)
-        if unknown:
-            calibration = rows.pop()
-            failed = next((v for v in calibration if isinstance(v, str)), None)
-            if failed is not None:
-                return [Reply(None, failed)] * len(requests)
-            self.calibration.learn(unknown, calibration)
         replies: list[Reply | None] = [None] * len(requests)
-        for i, row in zip(scored, rows):
-            failed = next((v for v in row if isinstance(v, str)), None)
+        first = 1 if unknown else 0
+        waiting: dict[int, list] = {}
+        calibration: dict = {"ready": not unknown, "failed": None}
+
+        def give(i: int, reply: Reply) -> None:
+            replies[i] = reply
+            if on_reply is not None:
+                on_reply(i, reply)
+
+        def finish(i: int, row: list) -> None:
+            failed = calibration["failed"] or next((v for v in row if isinstance(v, str)), None)
             if failed is not None:
-                replies[i] = Reply(None, failed)
-                continue
+                return give(i, Reply(None, failed))
             if c.calibrate:
                 (row,) = self.calibration.apply([row], [requests[i]])
             choices = requests[i][0].choices
-            best = choices[max(range(len(row)), key=row.__getitem__)]
-            replies[i] = Reply(best, note=laid[i].note, scores=tuple(row))
+            give(i, Reply(choices[max(range(len(row)), key=row.__getitem__)], note=laid[i].note, scores=tuple(row)))
+
+        def done(p: int, row: list) -> None:
+            if p >= first and not calibration["ready"]:
+                waiting[scored[p - first]] = row
+                return
+            if p >= first:
+                return finish(scored[p - first], row)
+            calibration["failed"] = next((v for v in row if isinstance(v, str)), None)
+            if calibration["failed"] is None:
+                self.calibration.learn(unknown, row)
+            calibration["ready"] = True
+            for i, held in waiting.items():
+                finish(i, held)
+            waiting.clear()
+
+        await self._score(api, semaphore, prompts, done)
         free = [i for i, (s, _) in enumerate(requests) if not s.choices]
-        texts = await asyncio.gather(*(self._continue(api, semaphore, laid[i]) for i in free))
-        for i, reply in zip(free, texts):
-            replies[i] = reply
+
+        async def free_form(i):
+            give(i, await self._continue(api, semaphore, laid[i]))
+
+        await asyncio.gather(*(free_form(i) for i in free))
         return replies
 
     async def _continue(self, api, semaphore, laid) -> Reply:
