@@ -72,10 +72,21 @@ class ReasonerFailing(RuntimeError):
     """Too many of the reasoner's calls failed: rewards computed from them would be noise."""
 
 
+MAX_CACHE_FILE_BYTES = 256 << 20
+"""An answer cache file's size at most (about 1.5 million answers): past it the file is compacted to
+the most recent answers held in memory that fill half of it, so that it neither grows without end nor
+takes a long start to read."""
+MAX_CACHE_LINE_BYTES = 1 << 16
+"""A cache line longer than this is not an answer (a torn or foreign file): skipped unread."""
+
+
 class CachedReasoner:
     """Wraps a reasoner with an append-only JSONL answer cache (one file per reasoner fingerprint).
 
-    A killed process loses at most the line being written: a torn last line is ignored on load.
+    A killed process loses at most the line being written: a torn last line is ignored on load.  The
+    file is read line by line (a line over :data:`MAX_CACHE_LINE_BYTES` skipped) and kept under
+    ``max_file_bytes`` by compaction (:meth:`compact`: written aside, then put in place; a second
+    process appending to the file meanwhile loses what it writes until it opens it again).
     Failed calls are returned with their error, counted in ``failures`` and never stored.
     :meth:`check_health` (called by training after each batch of calls) stops a run whose failure rate
     passes ``max_failure_rate`` once at least ``min_calls`` calls were made.
@@ -88,6 +99,7 @@ class CachedReasoner:
         max_failure_rate: float | None = None,
         min_calls: int = 20,
         max_memory_answers: int = 1_000_000,
+        max_file_bytes: int = MAX_CACHE_FILE_BYTES,
     ):
         self.inner = reasoner
         self.name = reasoner.name
@@ -96,31 +108,71 @@ class CachedReasoner:
         self.failures = 0
         self.last_failure: str | None = None
         self.max_failure_rate, self.min_calls = max_failure_rate, min_calls
-        # the answers and clip hashes held in memory: the most recent ``max_memory_answers`` (the file keeps all)
+        # the answers and clip hashes held in memory: the most recent ``max_memory_answers`` (the file: its bound)
         self._answers = BoundedMemo(max_memory_answers)
         self._scores = BoundedMemo(max_memory_answers)
         self._lock = threading.Lock()
         self._file = None
         self._audio = BoundedMemo(65_536)  # (path, size, mtime) -> content hash: each file version hashed once
+        self.max_file_bytes, self.path, self._size = max_file_bytes, None, 0
         if cache_dir is not None:
-            path = Path(cache_dir) / f"{reasoner.fingerprint()}.jsonl"
-            path.parent.mkdir(parents=True, exist_ok=True)
-            if path.exists():
-                for line in path.read_text(errors="replace").splitlines():
-                    try:
-                        row = json.loads(line)
-                        self._answers[row["key"]] = row["answer"]
-                        if row.get("scores") is not None:
-                            self._scores[row["key"]] = tuple(row["scores"])
-                    except (json.JSONDecodeError, KeyError, TypeError):
-                        continue
-            self._file = open(path, "a", buffering=1)
+            self.path = Path(cache_dir) / f"{reasoner.fingerprint()}.jsonl"
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            if self.path.exists():
+                self._load(self.path)
+            self._file = open(self.path, "a", buffering=1)
+            self._size = self.path.stat().st_size
+            if self._size > max_file_bytes:
+                self.compact()
+
+    def _load(self, path: Path) -> None:
+        """The file's answers, line by line (never the whole file at once), the last of a key winning."""
+        with open(path, "rb") as handle:
+            while line := handle.readline(MAX_CACHE_LINE_BYTES):
+                if not line.endswith(b"\n") and len(line) == MAX_CACHE_LINE_BYTES:
+                    while line and not line.endswith(b"\n"):  # the rest of an over-long line, unread
+                        line = handle.readline(MAX_CACHE_LINE_BYTES)
+                    continue
+                try:
+                    row = json.loads(line)
+                    self._answers[row["key"]] = row["answer"]
+                    if row.get("scores") is not None:
+                        self._scores[row["key"]] = tuple(row["scores"])
+                except (ValueError, KeyError, TypeError):
+                    continue
+
+    def compact(self) -> None:
+        """Rewrite the file as the most recent answers held in memory that fill half of
+        ``max_file_bytes`` (the cache's bound: older answers are asked again if ever needed)."""
+        if self.path is None:
+            return
+        scores = dict(self._scores.items())
+        lines: list[str] = []
+        size = 0
+        for key, answer in reversed(self._answers.items()):
+            row = {"key": key, "answer": answer}
+            if scores.get(key) is not None:
+                row["scores"] = list(scores[key])
+            line = json.dumps(row) + "\n"
+            if size + len(line) > self.max_file_bytes // 2:
+                break
+            lines.append(line)
+            size += len(line)
+        aside = self.path.with_name(f"{self.path.name}.{os.getpid()}.tmp")
+        with open(aside, "w") as out:
+            out.writelines(reversed(lines))
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(aside, self.path)
+        if self._file is not None:
+            self._file.close()
+        self._file, self._size = open(self.path, "a", buffering=1), size
 
     def fingerprint(self) -> str:
         return self.inner.fingerprint()
 
     def bound(self, max_memory_answers: int) -> None:
-        """Keep at most this many answers in memory from now on (a service's bound; the file keeps all)."""
+        """Keep at most this many answers in memory from now on (a service's bound; the file has its own)."""
         kept = BoundedMemo(max_memory_answers)
         kept.update(self._answers.items()[-max_memory_answers:])
         self._answers = kept
@@ -215,7 +267,11 @@ class CachedReasoner:
                 reply = reply._replace(scores=tuple(round(float(v), 5) for v in reply.scores))
                 self._scores[key] = row["scores"] = reply.scores
             if self._file is not None:
-                self._file.write(json.dumps(row) + "\n")
+                line = json.dumps(row) + "\n"
+                self._file.write(line)
+                self._size += len(line)
+                if self._size > self.max_file_bytes:
+                    self.compact()
             return reply
 
     def close(self) -> None:
