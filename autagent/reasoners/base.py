@@ -76,7 +76,7 @@ MAX_CACHE_FILE_BYTES = 256 << 20
 """An answer cache file's size at most (about 1.5 million answers): past it the file is compacted to
 the most recent answers held in memory that fill half of it, so that it neither grows without end nor
 takes a long start to read."""
-MAX_CACHE_LINE_BYTES = 1 << 16
+MAX_CACHE_LINE_BYTES = 1 << 20
 """A cache line longer than this is not an answer (a torn or foreign file): skipped unread."""
 
 
