@@ -187,6 +187,29 @@ def _check_scalar(tp, value, dotted: str, source: str):
     return float(value) if tp is float else list(value) if tp is list else value
 
 
+MAX_ALIAS_VALUES = 10_000
+"""How many values YAML aliases may add to a config file beyond its own length in characters (a file
+without aliases has fewer values than characters).  A 398-byte file of nested aliases once expanded to a
+22 MB config.yaml when the run saved it (every alias written out)."""
+
+
+def _expands_past(data, limit: int) -> bool:
+    """Whether ``data``, every alias written out, holds more than ``limit`` values (walked without recursion,
+    stopping at the limit)."""
+    stack, seen = [data], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > limit:
+            return True
+        if isinstance(node, dict):
+            stack.extend(node.keys())
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
+    return False
+
+
 def load_config(path: str | Path | None = None, overrides: dict | None = None) -> RunConfig:
     """Read a YAML run config (defaults when ``path`` is None) and apply dotted ``overrides``."""
     data: dict = {}
@@ -196,9 +219,15 @@ def load_config(path: str | Path | None = None, overrides: dict | None = None) -
         if not path.is_file():
             raise ConfigError(f"{path}: config file not found")
         try:
-            data = yaml.safe_load(path.read_text()) or {}
+            text = path.read_text()
+            data = yaml.safe_load(text) or {}
         except (yaml.YAMLError, UnicodeDecodeError) as err:
             raise ConfigError(f"{path}: invalid YAML ({err})") from err
+        if _expands_past(data, len(text) + MAX_ALIAS_VALUES):
+            raise ConfigError(
+                f"{path}: its YAML aliases (*name) expand to more than {MAX_ALIAS_VALUES} values beyond what is "
+                "written (an alias bomb?); write the values out"
+            )
         source = str(path)
     return config_from_mapping(data, overrides, source)
 

@@ -26,6 +26,8 @@ from pathlib import Path
 from tools import ToolRunner, get_tool
 from tools.registry import function_tools
 
+from ..reasoners.json_limits import TooDeep
+from ..reasoners.json_limits import loads as bounded_loads
 from .card import model_card
 from .trust import (
     ALLOWED_SUFFIXES,
@@ -152,7 +154,9 @@ def read_manifest(directory: str | Path, expected_sha256: str | None = None, key
     if path.stat().st_size > MAX_MANIFEST_BYTES:
         raise PluginError(f"{path}: manifest is larger than {MAX_MANIFEST_BYTES} bytes")
     try:
-        manifest = json.loads(path.read_text())
+        manifest = bounded_loads(path.read_text())  # nested past 64 levels: a PluginError, not a RecursionError
+    except TooDeep as err:
+        raise PluginError(f"{path}: manifest is {err}") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise PluginError(f"{path}: manifest is not valid JSON ({err})") from err
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
+from functools import partial
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError, safe_open
 from safetensors.torch import load_file, save_file
 
 from tools import get_tool
@@ -98,6 +101,30 @@ def check_encoders(manifest: dict) -> None:
             raise PluginError(f"plugin's {kind} encoder {theirs!r} is not the one installed here {ours!r}")
 
 
+def weights_hold_the_declared_router(directory: Path, declare, ensemble: int) -> None:
+    """Refuse a manifest that declares a larger router than ``model.safetensors`` holds, before it is built:
+    the sizes (``hidden``, ``ensemble``, the tools) are the manifest's, the file's header is what was hashed.
+    A manifest saying ``"hidden": 40000`` beside a 128-wide router's weights once allocated 1.35 GB before
+    the load failed.  ``declare()`` builds the router; here it is built on the meta device (no memory)."""
+    try:
+        with safe_open(directory / "model.safetensors", framework="pt") as weights:
+            shapes = [weights.get_slice(key).get_shape() for key in weights.keys()]
+    except (SafetensorError, OSError) as err:
+        raise PluginError(f"{directory}: model.safetensors is not a safetensors file ({err})") from None
+    if not isinstance(ensemble, int) or ensemble > len(shapes):
+        raise PluginError(
+            f"{directory}: the manifest declares {ensemble!r} routers; model.safetensors holds {len(shapes)} tensors"
+        )
+    held = sum(math.prod(shape) for shape in shapes)
+    with torch.device("meta"):
+        declared = sum(t.numel() for t in declare().state_dict().values())
+    if declared > held:
+        raise PluginError(
+            f"{directory}: the manifest declares a router of {declared} values (policy_config), "
+            f"model.safetensors holds {held}: the manifest does not describe these weights"
+        )
+
+
 class RouterPlugin:
     """A loaded router plugin: ``select(audio, question, choices) -> [tool ids]`` for any reasoner.
 
@@ -128,7 +155,11 @@ class RouterPlugin:
         recorded = manifest.get("descriptions") or {}
         learned_text = [recorded.get(t) or get_tool(t).description for t in self.learned_tools]
         descriptions = self.featurizer.tool_descriptions(learned_text)
-        self.router = build(self.featurizer.dim, config, len(self.learned_tools), descriptions, self.featurizer.columns)
+        declare = partial(
+            build, self.featurizer.dim, config, len(self.learned_tools), descriptions, self.featurizer.columns
+        )
+        weights_hold_the_declared_router(directory, declare, config.ensemble)  # before anything is allocated
+        self.router = declare()
         try:
             self.router.load_state_dict(load_file(directory / "model.safetensors"))
         except (RuntimeError, KeyError, OSError) as err:
