@@ -124,6 +124,11 @@ def record_sweep(sweep_dir: Path, test: str | None = None) -> dict:
             variants[name]["by_domain"] = {d: {"values": s["values"]} for d, s in domains.items()}
         if "crossval/held_out_reward" in v:
             variants[name]["crossval_held_out_reward"] = {"values": v["crossval/held_out_reward"]["values"]}
+        for key in ("vs_all_tools", "tool_seconds"):  # paired to All-Tools per seed; tool-seconds per answer
+            if prefix + key in v:
+                variants[name][key] = v[prefix + key]
+        if "certificates" in v:
+            variants[name]["certificates"] = v["certificates"]
         variants.update(curve_entries(name, v.get(prefix + "cost_curve")))
     if test and not any(len(v) > 1 for v in variants.values()):
         raise TableError(f"{sweep_dir / 'summary.json'}: no test set {test!r} (the sweep's also_test)")
@@ -132,12 +137,18 @@ def record_sweep(sweep_dir: Path, test: str | None = None) -> dict:
 
     found = (summary.get("also_baselines") or {}).get(test, {}) if test else summary.get("baselines", {})
     baselines = {k: {"label": label(k)} | b for k, b in found.items()}
+    compare = [
+        {"pair": c["pair"], "paired": c[prefix + "paired"]}
+        for c in summary.get("compare", [])
+        if prefix + "paired" in c
+    ]
     return {
         "kind": "sweep",
         "source": f"autagent sweep {summary.get('sweep', '?')}: {sweep_dir}/summary.json",
         "seeds": summary.get("seeds"),
         "variants": variants,
         "baselines": baselines,
+        **({"compare": compare} if compare else {}),
     }
 
 

@@ -240,6 +240,7 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
                     summary.setdefault("also_baselines", {}).setdefault(test, {})[baseline] = {
                         "accuracy": baselines[baseline]["accuracy"],
                         "avg_tools": baselines[baseline]["avg_tools"],
+                        **{k: baselines[baseline][k] for k in ("tool_seconds",) if k in baselines[baseline]},
                     }
         first = next(iter(by_seed.values()))["methods"]
         for baseline in BASELINES:
@@ -295,6 +296,32 @@ def quoted_figures(by_seed: dict, tests) -> dict:
         chosen = [next(c for c in f["candidates"] if c["candidate"] == f["chosen"]) for f in found]
         out["crossval/held_out_reward"] = _mean_std([c["reward"] for c in chosen])
         out["crossval/chosen"] = [f["chosen"] for f in found]
+    for prefix, runs in policies.items():  # each seed's paired difference to All-Tools and its tool-seconds
+        if all("vs_all_tools" in p for p in runs):
+            out[f"{prefix}vs_all_tools"] = [
+                {
+                    "seed": seed,
+                    "difference": p["vs_all_tools"]["difference"],
+                    "interval_95": p["vs_all_tools"]["interval_95"],
+                }
+                for seed, p in zip(by_seed, runs)
+            ]
+        if all("tool_seconds" in p for p in runs):
+            out[f"{prefix}tool_seconds"] = _mean_std([p["tool_seconds"]["serial"] for p in runs])
+    certificates = [(m.get("training") or {}).get("certificate") for m in by_seed.values()]
+    if certificates and all(certificates):
+        keep = (
+            "label",
+            "point",
+            "certified",
+            "eps",
+            "n",
+            "difference",
+            "lower_bound",
+            "accuracy",
+            "all_tools_accuracy",
+        )
+        out["certificates"] = [{"seed": seed} | {k: c[k] for k in keep} for seed, c in zip(by_seed, certificates)]
     digests = sorted({m.get("data_digest") for m in by_seed.values()} - {None})
     if digests:
         out["data_digest"] = digests
