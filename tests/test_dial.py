@@ -333,3 +333,6 @@ def test_the_python_api_and_the_services_flags_take_the_dial(plugin_dir, speech_
     add_flags(parser, ServeOptions)
     options = from_args(parser.parse_args(["--max-tools", "2", "--latency-budget-ms", "150.5"]))
     assert (options.max_tools, options.latency_budget_ms) == (2, 150.5)
+    options = from_args(parser.parse_args(["--tools", "3", "--uncertified"]))
+    assert (options.tools, options.uncertified) == (3, True)
+    assert len(plugin.set_dial(tools=2).select(speech_wav[0], "Who speaks?")) == 2
