@@ -45,6 +45,8 @@ class Query:
     where: str = ""
     error: str = ""
     """Why the clip cannot be used (``select --batch``: that line says so, the others go on)."""
+    heard_s: float | None = None
+    """For a clip longer than what is heard, the seconds heard (its first ones)."""
 
 
 def check_clip(path: str, max_seconds: float | None = DEFAULT_MAX_SECONDS, where: str = "") -> str:
@@ -60,6 +62,26 @@ def check_clip(path: str, max_seconds: float | None = DEFAULT_MAX_SECONDS, where
     except AudioError as err:
         raise AudioError(f"{where}: {err.path}" if where else err.path, err.reason) from None
     return str(Path(path).resolve())
+
+
+def heard(audio: str, max_seconds: float = DEFAULT_MAX_SECONDS, quiet: bool = False) -> float | None:
+    """The seconds a clip longer than ``max_seconds`` is heard for (``tools_heard_s``: its first
+    ``max_seconds``), said in one line on stderr unless ``quiet``; None for a clip heard whole."""
+    import math
+
+    from tools.audio import length_past
+
+    length = length_past(audio, max_seconds)
+    if length is None:
+        return None
+    if not quiet:
+        said = f"{length:.1f} s long" if math.isfinite(length) else f"longer than {max_seconds:g} s"
+        print(
+            f"autagent: note: {Path(audio).name} is {said}: only its first {max_seconds:g} s are heard "
+            "(tools.max_seconds)",
+            file=sys.stderr,
+        )
+    return max_seconds
 
 
 def check_choices(choices, where: str = "--choices", required: bool = False, repeats: bool = False) -> tuple[str, ...]:
@@ -118,7 +140,8 @@ def _checked(query: Query, where: str) -> Query:
     from tools.audio import AudioError
 
     try:
-        return Query(check_clip(query.audio, where=where), query.question, query.choices)
+        audio = check_clip(query.audio, where=where)
+        return Query(audio, query.question, query.choices, heard_s=heard(audio, quiet=True))
     except AudioError as err:
         return Query(query.audio, query.question, query.choices, error=str(err))
 
@@ -230,6 +253,8 @@ def batch_lines(plugin, queries: list[Query], explain: bool) -> list[dict]:
             out.append({**line, "error": query.error})
             continue
         line["tools"] = list(next(chosen))
+        if query.heard_s is not None:
+            line["tools_heard_s"] = query.heard_s
         if explain and hasattr(plugin, "explain"):
             line["explain"] = plugin.explain(query.audio, query.question, query.choices)
         out.append(line)
@@ -245,7 +270,8 @@ def run_select(args) -> int:
     else:
         if not args.audio or not args.question:
             raise UsageError("select needs --audio and --question (or --batch FILE|DIR)")
-        queries = [Query(check_clip(args.audio), args.question, choices)]
+        audio = check_clip(args.audio)
+        queries = [Query(audio, args.question, choices, heard_s=heard(audio))]
 
     dial = Dial(
         getattr(args, "max_tools", None), getattr(args, "latency_budget_ms", None), getattr(args, "dial_tools", None)
@@ -259,6 +285,13 @@ def run_select(args) -> int:
             lines = batch_lines(plugin, queries, args.explain)
         for line in lines:
             print(json.dumps(line, ensure_ascii=False))
+        long = sum(q.heard_s is not None for q in queries)
+        if long:
+            print(
+                f"autagent: note: {long} of {len(queries)} clips are longer than {DEFAULT_MAX_SECONDS:g} s: only "
+                'their first seconds are heard (their lines say "tools_heard_s")',
+                file=sys.stderr,
+            )
         failed = sum(bool(q.error) for q in queries)
         if failed:
             print(
@@ -267,6 +300,8 @@ def run_select(args) -> int:
             )
         return 1 if failed else 0
     reply = selection(plugin, queries[0])
+    if queries[0].heard_s is not None:
+        reply["tools_heard_s"] = queries[0].heard_s
     if args.explain and not args.json:
         print(explain_table(reply))
     else:
@@ -284,6 +319,7 @@ def run_answer(args, config, audio: str, choices: tuple[str, ...]) -> int:
     from .reasoners import build_reasoner
 
     config.tools, extra = run_tools(config.tools, read_manifest(args.plugin, args.plugin_sha256))
+    heard_s = heard(audio, config.tools.max_seconds) if config.tools.max_seconds else None
     plugin = load_plugin(
         args.plugin,
         tools_profile=config.tools.profile,
@@ -311,6 +347,8 @@ def run_answer(args, config, audio: str, choices: tuple[str, ...]) -> int:
     finally:
         reasoner.close()
     out = {"tools": tools, "records": records or [], "answer": reply.text}
+    if heard_s is not None:
+        out["tools_heard_s"] = heard_s
     if reply.error:
         out["error"] = reply.error
     if reply.note:  # e.g. records cut to fit the cascade model's context

@@ -123,6 +123,24 @@ def decode(path: str | Path, max_seconds: float | None = None, mono: bool = Fals
     return channels, sr
 
 
+def length_past(path: str | Path, seconds: float) -> float | None:
+    """None when the clip lasts at most ``seconds`` (what the tools hear); else its length, from its
+    header where it has one, or ``math.inf`` (longer, by how much unknown) for a format without one,
+    which is decoded at most ``seconds`` + 1 s to tell: a long clip is said, never cut silently."""
+    import math
+
+    import soundfile as sf
+
+    try:
+        info = sf.info(str(path))
+        if info.frames > 0 and info.samplerate > 0:
+            length = info.frames / info.samplerate
+            return length if length > seconds + 1e-3 else None
+    except Exception:  # noqa: BLE001 - no header libsndfile reads: decode, capped
+        pass
+    return math.inf if load_audio(path, None, seconds + 1.0).duration > seconds + 1e-3 else None
+
+
 def load_audio(path: str | Path, sample_rate: int | None = None, max_seconds: float | None = None) -> Audio:
     """Load ``path`` as mono float32, resampled to ``sample_rate`` (native if None), cut at ``max_seconds``."""
     path = Path(path)
