@@ -249,18 +249,6 @@ def add_plugin(sub) -> None:
     )
     sgn.set_defaults(func=cmd_plugin_sign)
     bko = with_config(plugin.add_parser("backoff", help="a copy of a router plugin with a fitted back-off"))
-    ad.add_argument(
-        "--certify",
-        type=float,
-        metavar="EPS",
-        default=DEFAULT_EPS,
-        help="hold part of the budget's queries out of training and certify on them the cheapest operating point "
-        f"that loses at most EPS (a fraction: {DEFAULT_EPS} is {100 * DEFAULT_EPS:.0f} points) against All-Tools, "
-        f"95 %% one-sided (default {DEFAULT_EPS}: what the default budget can certify); serve and select use it",
-    )
-    ad.add_argument(
-        "--no-certify", dest="certify", action="store_const", const=None, help="train on every query, certify nothing"
-    )
     bko.add_argument("directory")
     bko.add_argument("--out", required=True, help="the new plugin folder (must not exist)")
     bko.add_argument("--rule", choices=["vote", "fill"], help="how the zero-shot head speaks (default vote)")
