@@ -133,11 +133,11 @@ lint: ## ruff, the import layers, result tables as their records give them, froz
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
 	$(VENV)/bin/autagent report tables --check
+	$(PY) scripts/check_frozen.py
 	@n=$$(wc -l < README.md); if [ "$$n" -gt $(README_MAX_LINES) ]; then \
 	  echo "README.md has $$n lines, more than $(README_MAX_LINES): move results prose to docs/results/"; exit 1; fi
 
 bench: ## speed and cost measurements (print figures)
-	$(PY) scripts/check_frozen.py
 	$(PY) bench/tools.py
 	$(PY) bench/training.py
 	$(PY) bench/scaling.py
