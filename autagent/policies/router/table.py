@@ -180,11 +180,11 @@ def ask_within(reasoner, requests: list, budget: Budget) -> list:
     """The cached reasoner's replies to ``requests``, asking at most what the budget has left (None for
     the rest); the answers received are charged, a failed call is not (a server that was down costs nothing,
     and a ``--resume`` against it working again finds the budget as it was)."""
-    before, failed = reasoner.calls, reasoner.failures
+    before, failed = reasoner.calls, getattr(reasoner, "failures", 0)
     try:
         replies = reasoner.ask(requests, max_new=budget.left)
     finally:  # answers that arrived before a failure are kept in the cache, and charged
-        budget.charge((reasoner.calls - before) - (reasoner.failures - failed))
+        budget.charge((reasoner.calls - before) - (getattr(reasoner, "failures", 0) - failed))
     reasoner.check_health()
     return replies
 
