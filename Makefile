@@ -4,7 +4,8 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 UV := $(VENV)/bin/uv
 CONFIG ?= experiments/embedded_main.yaml
-# reasoner.cascade.cache_dir of the configs: where make setup converts the cascade's model.
+# reasoner.cascade.cache_dir of the configs: where make setup converts the cascade's model (.cache/...: in the
+# per-user cache folder every command reads, ~/.cache/autagent or $AUTAGENT_CACHE_DIR: autagent/data/user_cache.py).
 CASCADE_CACHE ?= .cache/cascade
 # torch: our CPU machines carry a CPU wheel in $(WHEELS) and take it; elsewhere (a GPU cluster) TORCH is
 # installed from PyPI, whose Linux build is the CUDA one. `make setup TORCH=torch==2.14.1` picks a release.

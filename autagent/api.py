@@ -30,6 +30,7 @@ from tools.audio import content_hash as clip_hash
 from tools.audio import without_paths
 from tools.pool import PoolConfig, ToolPool
 
+from .data.user_cache import cache_path
 from .plugin.dial import Dial, set_dial
 from .plugin.manifest import VERIFY_KEY_ENV, check_tools, read_manifest
 from .plugin.stream_session import StreamSession
@@ -170,9 +171,12 @@ class Plugin:
         max_audio_bytes: int = 25 << 20,
     ) -> Plugin:
         """Load and verify a plugin (pinned to ``sha256`` when given); its tools run on ``tools`` (default:
-        in this process, cached in ``.cache/tools``), the plugin's own unless that config names others."""
+        in this process, cached in ``.cache/tools``), the plugin's own unless that config names others;
+        ``.cache/...`` is under the per-user cache folder (:mod:`autagent.data.user_cache`)."""
         manifest = read_manifest(directory, sha256)
-        pool_config, extra = run_tools(tools or PoolConfig(executor="local"), manifest)
+        tools = tools or PoolConfig(executor="local", cache_dir=cache_path(".cache/tools"))
+        audio_dir = cache_path(audio_dir)
+        pool_config, extra = run_tools(tools, manifest)
         plugin = load(
             directory,
             tools_profile=pool_config.profile,

@@ -26,6 +26,7 @@ from tools.pool import PoolConfig
 from tools.registry import resolve
 
 from .data.config import DataConfig
+from .data.user_cache import cache_path, portable
 from .evaluation.harness import EvalConfig, check_methods
 from .policies import PolicyConfig
 from .policies.grpo import MOVED_KEYS, GRPOConfig, moved_key
@@ -98,7 +99,8 @@ class RunConfig:
     launcher: LauncherConfig = field(default_factory=LauncherConfig)
     """Launcher."""
     answer_cache_dir: str = ".cache/answers"
-    """Reasoner answers, keyed by clip content, question, choices, records and reasoner fingerprint."""
+    """Reasoner answers, keyed by clip content, question, choices, records and reasoner fingerprint
+    (``.cache/...``: under the per-user cache folder, as every path of :data:`CACHE_FIELDS`)."""
     checkpoint_every: int = 1
     """Steps between checkpoints."""
 
@@ -123,10 +125,37 @@ class RunConfig:
             )
         if self.policy.kind == "router":
             RouterGRPOConfig.join(self.grpo, router)  # the router trainer's settings, checked together
+        for owner, name in _cache_fields(self):  # the same caches from every folder (autagent.data.user_cache)
+            setattr(owner, name, cache_path(getattr(owner, name)))
 
     @property
     def run_dir(self) -> Path:
         return Path(self.output_dir) / self.name
+
+
+CACHE_FIELDS = (
+    "answer_cache_dir",
+    "tools.cache_dir",
+    "reasoner.cascade.cache_dir",
+    "eval_reasoner.cascade.cache_dir",
+    "eval.agentic.audio_dir",
+)
+"""The config's cache folders: a value starting ``.cache/`` names a folder under the per-user cache
+(:func:`autagent.data.user_cache.cache_path`), resolved when the config is built and recorded in that form
+(:func:`to_dict`)."""
+
+
+def _cache_fields(config) -> list[tuple[object, str]]:
+    """(section, field) of each of :data:`CACHE_FIELDS` that ``config`` has (no ``eval_reasoner``: none)."""
+    out = []
+    for dotted in CACHE_FIELDS:
+        *parents, leaf = dotted.split(".")
+        owner = config
+        for part in parents:
+            owner = getattr(owner, part, None)
+        if owner is not None and isinstance(getattr(owner, leaf, None), str):
+            out.append((owner, leaf))
+    return out
 
 
 def _is_dataclass_type(tp) -> bool:
@@ -301,7 +330,18 @@ def config_from_mapping(data, overrides: dict | None = None, source: str = "conf
 
 
 def to_dict(config) -> dict:
-    return dataclasses.asdict(config)
+    """The config as plain data, its cache folders in their portable ``.cache/...`` form: a run folder's
+    config.yaml and a plugin's training config name no one's home folder (read back, they resolve to the
+    reader's own cache)."""
+    data = dataclasses.asdict(config)
+    for dotted in CACHE_FIELDS if isinstance(config, RunConfig) else ():
+        *parents, leaf = dotted.split(".")
+        node = data
+        for part in parents:
+            node = node.get(part) if isinstance(node, dict) else None
+        if isinstance(node, dict) and isinstance(node.get(leaf), str):
+            node[leaf] = portable(node[leaf])
+    return data
 
 
 def save_config(config: RunConfig, path: str | Path) -> None:

@@ -224,6 +224,7 @@ def main() -> None:
     args = parser.parse_args()
 
     from autagent.data.loaders import load_dataset
+    from autagent.reasoners.cascade import CascadeReasonerConfig
     from autagent.reasoners.cascade.weights import ensure_converted
     from autagent.serve import vllm
 
@@ -242,7 +243,7 @@ def main() -> None:
             log = work / "vllm-text.log"
             started = time.perf_counter()
             args_text = ["--served-model-name", TEXT_MODEL, "--dtype", args.dtype, "--max-model-len", "1024", *EAGER]
-            process, url = vllm.start(ensure_converted(str(ROOT / ".cache/cascade")), args=args_text, log=log)
+            process, url = vllm.start(ensure_converted(CascadeReasonerConfig().cache_dir), args=args_text, log=log)
             figures["vllm_start_s"] = time.perf_counter() - started
             print(f"vLLM (Gemma 3 270M, {args.dtype}) answered /health after {figures['vllm_start_s']:.0f} s")
             try:

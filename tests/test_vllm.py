@@ -69,11 +69,12 @@ def vllm_audio(tmp_path_factory):
 @pytest.fixture(scope="session")
 def vllm_text(tmp_path_factory):
     """vLLM serving the cascade's Gemma 3 270M (the converted folder ``make setup`` makes) in float32."""
+    from autagent.reasoners.cascade import CascadeReasonerConfig
     from autagent.reasoners.cascade.weights import ensure_converted
     from autagent.serve.vllm import stop
 
     log = tmp_path_factory.mktemp("vllm-text") / "vllm.log"
-    folder = ensure_converted(str(ROOT / ".cache" / "cascade"))
+    folder = ensure_converted(CascadeReasonerConfig().cache_dir)  # where make setup converts it
     process, url = _vllm(folder, TEXT_MODEL, log, "--dtype", "float32", "--max-model-len", "1024")
     yield {"url": url, "log": log, "folder": folder}
     stop(process)

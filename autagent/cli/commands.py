@@ -236,6 +236,14 @@ def cmd_eval(args) -> int:
     metrics = run_eval(config, out, args.plugin, log_to_wandb=True, expected_sha256=args.plugin_sha256)
     _print_summary(metrics)
     print(f"wrote {out}/metrics.json, report.md, predictions.jsonl")
+    found = metrics.get("incomplete")
+    if found:  # said last, where a user looks: a broken run is not a bad model
+        print(
+            f"autagent: error: {found['failed_answers']} of {found['calls']} reasoner calls failed (last: "
+            f"{found.get('last_failure') or '?'}): the figures in {out} count them as wrong and are marked incomplete",
+            file=sys.stderr,
+        )
+        return 1
     return 0
 
 

@@ -4,6 +4,7 @@ runs it (:mod:`.commands`, :mod:`.serving`)."""
 from __future__ import annotations
 
 import argparse
+import os
 
 from .commands import (
     cmd_adapt,
@@ -51,6 +52,28 @@ CHOICES_HELP = "the answer choices, each one argument: --choices '90 BPM' '120 B
 def with_config(p):
     p.add_argument("--config", help="experiment YAML (default: the embedded defaults)")
     p.add_argument("--set", action="append", metavar="KEY=VALUE", help="override a config field, e.g. grpo.steps=50")
+    return with_cache_dir(p)
+
+
+class CacheDir(argparse.Action):
+    """``--cache-dir DIR``: sets ``$AUTAGENT_CACHE_DIR`` for this command (and the processes it starts), so
+    every ``.cache/...`` default resolves under DIR (:mod:`autagent.data.user_cache`)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from ..data.user_cache import ENV
+
+        os.environ[ENV] = os.path.abspath(os.path.expanduser(values))
+        setattr(namespace, self.dest, os.environ[ENV])
+
+
+def with_cache_dir(p):
+    p.add_argument(
+        "--cache-dir",
+        action=CacheDir,
+        metavar="DIR",
+        help="the caches' folder (tool records, answers, the cascade's model; default $AUTAGENT_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/autagent, else ~/.cache/autagent): the same from every folder",
+    )
     return p
 
 
@@ -203,6 +226,7 @@ def add_queries(sub) -> None:
         help="many clips in one load: a JSONL or JSON-list file of {audio, question, choices}, or a folder of "
         "clips asked --question; prints one JSON line per clip",
     )
+    with_cache_dir(sel)
     sel.add_argument("--explain", action="store_true", help="per tool: who decided and with what probability")
     sel.add_argument("--json", action="store_true", help="with --explain: JSON instead of the table")
     with_dial(sel)
@@ -260,7 +284,12 @@ def add_plugin(sub) -> None:
     cs.add_argument("--queries", default="experiments/transfer/questions.jsonl", help="the labelled questions (JSONL)")
     cs.add_argument("--optional", nargs="*", help="tools neither credited nor penalised (e.g. sound_events)")
     cs.add_argument("--add-tools", nargs="*", help="tools the plugins never trained with, scored zero-shot")
-    cs.add_argument("--audio-dir", default=".cache/stand-in-audio", help="where the stand-in clips are made")
+    cs.add_argument(
+        "--audio-dir",
+        default=".cache/stand-in-audio",
+        help="where the stand-in clips are made (.cache/...: the caches')",
+    )
+    with_cache_dir(cs)
     cs.add_argument("--out", help="write the result as JSON here")
     cs.set_defaults(func=cmd_check_selection)
 

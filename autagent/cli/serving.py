@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import sys
 
+from ..data.user_cache import cache_path
 from .common import config_of
 
 
@@ -21,7 +22,9 @@ def cmd_serve(args) -> int:
         config.tools.executor = "local"  # a service runs its tools in process unless told otherwise
     if args.api_key is not None:
         print(f"autagent serve: {KEY_ON_COMMAND_LINE}", file=sys.stderr, flush=True)
-    service = build(config, from_args(args))
+    options = from_args(args)
+    options.audio_dir = cache_path(options.audio_dir)  # .cache/serve-audio: the per-user cache's, from any folder
+    service = build(config, options)
     options = service.options
     print(
         f"autagent serve: http://{options.host}:{options.port}/v1 ({service.upstream.name}"
@@ -97,5 +100,15 @@ def cmd_mcp(args) -> int:
         allowed_hosts=args.allowed_hosts or list(LOCAL_HOSTS),
         allowed_origins=args.allowed_origins or [],
     )
+    options.audio_dir = cache_path(options.audio_dir)  # .cache/mcp-audio: the per-user cache's, from any folder
+    if args.transport == "stdio":  # started by hand it prints nothing else and looked hung
+        print(STDIO_NOTICE, file=sys.stderr, flush=True)
     serve_mcp(config, args.plugin, options, args.host, args.port, args.plugin_sha256)
     return 0
+
+
+STDIO_NOTICE = (
+    "autagent mcp: waiting on stdio for an MCP client (an agent that starts this command speaks JSON-RPC on its "
+    "stdin and stdout; nothing to type here; Ctrl-C stops it; --transport http serves a port instead)"
+)
+"""The one line ``autagent mcp`` writes on stderr over stdio (stdout is the protocol's)."""

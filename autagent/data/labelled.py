@@ -33,9 +33,12 @@ class Labelled:
 
 
 def load_labelled(path: str | Path, audio_folder: str | Path) -> list[Labelled]:
-    """The labelled questions, each with a stand-in clip of its domain (made once into ``audio_folder``)."""
+    """The labelled questions, each with a stand-in clip of its domain (made once into ``audio_folder``;
+    ``.cache/...``: under the per-user cache folder, the same from every folder)."""
+    from .user_cache import cache_path
+
     path = Path(path)
-    clips = stand_in_clips(Path(audio_folder))
+    clips = stand_in_clips(Path(cache_path(audio_folder)))
     items = []
     for line_no, line in enumerate(path.read_text().splitlines(), 1):
         if not line.strip():

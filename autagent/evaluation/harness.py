@@ -84,6 +84,9 @@ class EvalConfig:
     cost_curve: bool = True
     """With a router plugin: the accuracy-against-tools curve (its K most probable tools, K = 0..T, and its
     threshold) beside a fixed order's (:mod:`autagent.evaluation.cost_curve`), in metrics, report and plot."""
+    max_failed_answers: int = 3
+    """More reasoner calls failing than this (a server timing out, refusing) marks the evaluation incomplete:
+    its figures say so, ``autagent eval`` exits 1 naming the count (failed answers count as wrong)."""
     curve_max_k: int | None = None
     """The cost curve's points stop at this many tools (None: every K up to all tools): the points past it
     cost an answer per item each and say little where a certificate's candidates stop."""

@@ -293,7 +293,21 @@ def timing(metrics: dict) -> list[str]:
     return phase_table(metrics["timings"]) if metrics.get("timings", {}).get("phases") else []  # make train's
 
 
+def incomplete(metrics: dict) -> list[str]:
+    """A warning first where more of the reasoner's calls failed than ``eval.max_failed_answers``."""
+    found = metrics.get("incomplete")
+    if not found:
+        return []
+    return [
+        "",
+        f"**Incomplete: {found['failed_answers']} of {found['calls']} reasoner calls failed "
+        f"(last: {found.get('last_failure') or '?'}); a failed answer counts as wrong, so the figures below "
+        "understate the methods that asked most.**",
+    ]
+
+
 SECTIONS: list[Callable[[dict], list[str]]] = [
+    incomplete,
     headline,
     gap_and_price,
     unscorable,

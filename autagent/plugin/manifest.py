@@ -145,6 +145,9 @@ def read_manifest(directory: str | Path, expected_sha256: str | None = None, key
     """The verified manifest of a plugin folder: confined names, digests, no extra or odd files, the
     content hash (equal to ``expected_sha256`` when pinned), the signature (when a key is given)."""
     directory = Path(directory)
+    if not directory.exists() and not directory.is_symlink():  # a relative path is the working directory's
+        where = "" if directory.is_absolute() else f" in {Path.cwd()}"
+        raise PluginError(f"{directory}: not a plugin: folder not found{where}")
     if not directory.is_dir() or directory.is_symlink():
         raise PluginError(f"{directory}: not a plugin (not a plain directory)")
     path = directory / "manifest.json"

@@ -117,6 +117,9 @@ def run_eval(
             reasoner.close()
     extra = run_facts(config, reasoner, samples, records, block, plugin_dir)
     extra |= {"eval_seconds": round(time.perf_counter() - started, 1), **({"cost_curve": curve} if curve else {})}
+    if reasoner.failures > config.eval.max_failed_answers:  # a broken run is not read as a bad model
+        last = getattr(reasoner, "last_failure", None)
+        extra["incomplete"] = {"failed_answers": reasoner.failures, "calls": reasoner.calls, "last_failure": last}
     metrics = write_outputs(
         out_dir,
         dataset_name or "dataset",

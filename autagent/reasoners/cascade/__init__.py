@@ -21,6 +21,7 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ...data.user_cache import cache_path
 from ..base import Reply, fingerprint_of
 from .layout import Calibration, lay_out, neutral
 from .scoring import score_prompts, use_tree_attention
@@ -39,7 +40,8 @@ class CascadeReasonerConfig:
     name: str = "cascade"
     """Shown in reports; part of the answer-cache fingerprint with the model's digest and the scoring settings."""
     cache_dir: str = ".cache/cascade"
-    """Where the GGUF is assembled and converted (``make setup`` fills it; a missing one is rebuilt on first use)."""
+    """Where the GGUF is assembled and converted (``make setup`` fills it; a missing one is rebuilt on first use);
+    ``.cache/...`` is under the per-user cache folder (:mod:`autagent.data.user_cache`), the same from every folder."""
     model_dir: str | None = None
     """A converted model folder to load instead (config.json, model.safetensors, tokenizer.json, source.json);
     the tests' tiny random Gemma 3 is one."""
@@ -68,6 +70,7 @@ class CascadeReasonerConfig:
     """Choices whose calibration score is kept in memory."""
 
     def __post_init__(self):
+        self.cache_dir = cache_path(self.cache_dir)
         if self.dtype not in DTYPES:
             raise ValueError(f"reasoner.cascade.dtype must be one of {list(DTYPES)}, got {self.dtype!r}")
         if self.max_prompt_tokens < 16 or self.max_items < 1 or self.max_pack_tokens < self.max_prompt_tokens:
