@@ -39,6 +39,9 @@ def _quiet_environment() -> None:
 
     warnings.filterwarnings("ignore", message="pkg_resources is deprecated")
     logging.basicConfig(level=logging.INFO, format="autagent: %(message)s", stream=sys.stderr)
+    from ..data.progress import keep_logs_off_bars
+
+    keep_logs_off_bars()  # a log line clears a live progress bar first; faster-whisper's per-clip INFO quiet
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # no "Loading weights" bar for every model load
     for noisy in ("httpx", "httpx2", "ray", "urllib3", "filelock", "numba", "matplotlib"):
         logging.getLogger(noisy).setLevel(logging.WARNING)

@@ -282,10 +282,33 @@ def cmd_answer(args) -> int:
 
     audio, choices = check_clip(args.audio), check_choices(args.choices, required=True)  # before any start-up
     config = config_of(args)
-    config.reasoner.kind = args.reasoner
+    config.reasoner.kind = args.reasoner or _default_reasoner(args, config)
+    if config.reasoner.kind == "embedded":
+        from ..reasoners.simulator_notice import notice
+
+        notice(audio)  # said before the wait, and on a cached answer too
     if not args.config and not any(s.startswith("tools.executor=") for s in args.set or []):
         config.tools.executor = "local"  # one clip: its tools in process, no Ray cluster to start
     return run_answer(args, config, audio, choices)
+
+
+def _default_reasoner(args, config) -> str:
+    """``answer``'s reasoner when ``--reasoner`` is not given: the config's where ``--config`` or ``--set
+    reasoner.kind=`` names one; else the cascade (Gemma 3 270M, a real model, offline) where it is at hand
+    (``make setup`` converts it), so a new user's first answer on their own clip is a model's; else the
+    embedded simulator, which then says it is one (:mod:`autagent.reasoners.simulator_notice`)."""
+    from ..reasoners.simulator_notice import cascade_at_hand
+
+    if args.config or any(s.startswith("reasoner.kind=") for s in args.set or []):
+        return config.reasoner.kind
+    found = cascade_at_hand(config.reasoner.cascade)
+    if found == "installed":
+        print(
+            f"autagent: the cascade's Gemma 3 270M is converted once into {config.reasoner.cascade.cache_dir} "
+            "(about a minute; every later command reuses it)",
+            file=sys.stderr,
+        )
+    return "cascade" if found else "embedded"
 
 
 def cmd_plugin_verify(args) -> int:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from .commands import (
     cmd_adapt,
@@ -26,6 +27,7 @@ from .commands import (
     cmd_train,
 )
 from .serving import cmd_mcp, cmd_serve, cmd_upstream
+from .typos import did_you_mean
 
 
 class Parser(argparse.ArgumentParser):
@@ -44,6 +46,16 @@ class Parser(argparse.ArgumentParser):
         if isinstance(kwargs.get("help"), str):
             kwargs["help"] = kwargs["help"].replace("``", "")
         return super().add_argument(*args, **kwargs)
+
+    def parse_known_args(self, args=None, namespace=None):
+        self._given = list(sys.argv[1:] if args is None else args)  # what error() looks for a typo in
+        return super().parse_known_args(args, namespace)
+
+    def error(self, message):
+        """argparse's error, with "did you mean" for a mistyped flag or subcommand: Python 3.11's argparse
+        has no ``suggest_on_error``, and a typo of a required flag (``--plugn``) was reported as the
+        required flag missing, the typo itself never named."""
+        super().error(message + did_you_mean(message, getattr(self, "_given", []), self))
 
 
 CHOICES_HELP = "the answer choices, each one argument: --choices '90 BPM' '120 BPM'"
@@ -237,7 +249,12 @@ def add_queries(sub) -> None:
     ans.add_argument(
         "--choices", nargs="+", metavar="CHOICE", required=True, help=CHOICES_HELP + " (the reasoner picks one)"
     )
-    ans.add_argument("--reasoner", default="embedded", choices=["embedded", "qwen2-audio", "openai", "cascade"])
+    ans.add_argument(
+        "--reasoner",
+        choices=["embedded", "qwen2-audio", "openai", "cascade"],
+        help="who answers (default: the config's with --config; else cascade, Gemma 3 270M offline, where make "
+        "setup installed it; else embedded, a simulator of the embedded benchmark)",
+    )
     ans.set_defaults(func=cmd_answer)
 
 

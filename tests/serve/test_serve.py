@@ -99,6 +99,8 @@ def test_the_plugin_service_answers_as_autagent_answer_does(services, plugins, t
                     sample.question,
                     "--choices",
                     *sample.choices,
+                    "--reasoner",  # the service's; answer's own default is the cascade where it is installed
+                    "embedded",
                     "--set",
                     f"answer_cache_dir={services['tmp'] / 'cli-answers'}",
                     "--set",
