@@ -101,7 +101,9 @@ def test_the_accuracy_plot_has_a_legend_for_each_colour_and_an_interval_per_bar(
     fig = accuracy_figure(_metrics(no_tool=_method(0.5), oracle_subsets=_method(0.9), policy=_method(0.75)))
     ax = fig.axes[0]
     legend = [text.get_text() for text in ax.get_legend().get_texts()]
-    assert legend == ["AuTAgent (the trained policy)", "baselines", "oracles (upper bounds, not deployable)"]
+    # each method has its colour (one palette on every plot: tests/test_ux_plots.py); the legend names the two
+    # that need saying, and the hatching marks the oracles
+    assert legend == ["AuTAgent (the trained policy)", "oracles (hatched): upper bounds, not deployable"]
     from matplotlib.container import ErrorbarContainer
 
     intervals = next(c for c in ax.containers if isinstance(c, ErrorbarContainer))

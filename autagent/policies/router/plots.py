@@ -20,19 +20,45 @@ def pyplot():
     return plt
 
 
-TRAINING_CURVES = (  # (panel title, [(label, log keys tried in order)])
-    ("reward", [("mean reward", ("reward_mean", "reward"))]),
+METHOD_COLOURS = {
+    "policy": "#d62728",  # AuTAgent: red on every plot
+    "no_tool": "#7f7f7f",
+    "random": "#c7c7c7",
+    "all_tools": "#1f77b4",
+    "tools_desc": "#2ca02c",
+    "single": "#aec7e8",  # each single tool (their bars are named)
+    "agentic_only": "#9467bd",
+    "agentic": "#ff9896",
+    "oracle_single": "#ffbb78",
+    "oracle_subsets": "#ff7f0e",
+    "oracle_kind": "#8c564b",
+    "oracle_labels": "#c49c94",
+    "fixed_order": "#17becf",  # the cost curve's tools in one order for every query
+    "dev": "#000000",  # the policy on dev (training plot)
+}
+"""One colour per method, the same on every plot (accuracy.png, tool_calls.png, cost_curve.png, training.png):
+AuTAgent is red wherever it is drawn, No-Tool grey, All-Tools blue; the oracles take the orange-brown family."""
+
+
+def method_colour(name: str) -> str:
+    """:data:`METHOD_COLOURS`' colour of a method (``single:<tool>`` share one; an unknown name is dark grey)."""
+    return METHOD_COLOURS.get("single" if name.startswith("single:") else name, "#444444")
+
+
+TRAINING_CURVES = (
+    ("reward", [("mean reward", ("reward_mean", "reward"), "policy")]),
     (
         "accuracy on the batch",
         [
-            ("with the sampled tools", ("accuracy_sampled",)),
-            ("without tools (y_base)", ("accuracy_no_tool",)),
-            ("dev, greedy selection", ("dev_accuracy",)),
+            ("with the sampled tools", ("accuracy_sampled",), "policy"),
+            ("without tools (y_base)", ("accuracy_no_tool",), "no_tool"),
+            ("dev, greedy selection", ("dev_accuracy",), "dev"),
         ],
     ),
-    ("tools called per query", [("sampled", ("avg_tools", "selection/avg_tools"))]),
-    ("KL to the reference", [("KL", ("kl",))]),
+    ("tools called per query", [("sampled", ("avg_tools", "selection/avg_tools"), "policy")]),
+    ("KL to the reference", [("KL", ("kl",), "policy")]),
 )
+"""(panel title, [(label, log keys tried in order, the method whose colour it takes)])."""
 ROUTER_STYLES = ("-", "--", ":", "-.")
 """Router m of an ensemble is drawn in ``ROUTER_STYLES[m % 4]``; its curves keep their colours."""
 
@@ -92,7 +118,7 @@ def training_figure(logs: list[list[dict]], tools):
     """:func:`plot_training`'s figure of each router's logged steps (router 0's first)."""
     plt = pyplot()
     rows = logs[0]
-    panels = [(t, c) for t, c in TRAINING_CURVES if any(any(k in r for r in rows for k in keys) for _, keys in c)]
+    panels = [(t, c) for t, c in TRAINING_CURVES if any(any(k in r for r in rows for k in keys) for _, keys, _ in c)]
     tools = [t for t in tools if any(f"tool_share/{t}" in r for r in rows)]
     columns = 4
     tool_rows = -(-len(tools) // columns) if tools else 0
@@ -102,8 +128,9 @@ def training_figure(logs: list[list[dict]], tools):
     for k, (title, curves) in enumerate(panels[:columns]):
         ax = fig.add_subplot(grid[0, k])
         for m, router_rows in enumerate(logs):
-            for j, (name, keys) in enumerate(curves):
-                _curve(ax, router_rows, keys, window, f"C{j}", ROUTER_STYLES[m % 4], name if m == 0 else None)
+            for name, keys, method in curves:
+                colour = method_colour(method)
+                _curve(ax, router_rows, keys, window, colour, ROUTER_STYLES[m % 4], name if m == 0 else None)
         ax.set_title(title, fontsize=9)
         ax.set_xlabel("step", fontsize=8)
         ax.tick_params(labelsize=7)
@@ -113,7 +140,9 @@ def training_figure(logs: list[list[dict]], tools):
     for i, tool in enumerate(tools):
         ax = fig.add_subplot(grid[1 + i // columns, i % columns])
         for m, router_rows in enumerate(logs):
-            _curve(ax, router_rows, (f"tool_share/{tool}",), window, "C2", ROUTER_STYLES[m % 4], None)
+            _curve(
+                ax, router_rows, (f"tool_share/{tool}",), window, method_colour("policy"), ROUTER_STYLES[m % 4], None
+            )
         ax.set_ylim(0, 1)
         ax.set_title(f"{label_of(tool)}: share of subsets calling it", fontsize=8)
         ax.set_xlabel("step", fontsize=7)
