@@ -199,9 +199,13 @@ def test_vllms_own_refusal_is_the_clients_4xx_never_a_500(vllm_audio, calls_plug
         reply = httpx.post(service.url + "/v1/chat/completions", json={"model": "m", "messages": messages}, timeout=180)
     finally:
         service.stop()
-    assert reply.status_code in (400, 502), reply.text
+    # vLLM refuses a prompt past its context with a 400 of its own: the client gets that 400 and vLLM's own
+    # words (a 502 here would be the service failing to pass the refusal on, which this test once let through)
+    assert reply.status_code == 400, reply.text
     error = reply.json()["error"]
-    assert error["message"] and "Traceback" not in reply.text
+    assert error["type"] == "upstream_refused" and "Traceback" not in reply.text
+    prefix = "the upstream refused the request: HTTP 400: "
+    assert error["message"].startswith(prefix) and len(error["message"]) > len(prefix) + 10, error["message"]
 
 
 def _cascade_requests(tiny_bench, n: int = 40, tools=("chords", "emotion", "pitch", "tempo")):

@@ -124,6 +124,9 @@ class OpenAIUpstream:
             response = await manager.__aenter__()
         except openai.APIError as err:
             raise self._error(err) from None
+        if not response.http_response.headers.get("content-type", "").startswith("text/event-stream"):
+            await manager.__aexit__(None, None, None)  # its lines are no stream's: never passed on as one
+            raise UpstreamError("the upstream's reply to a streamed request is not an event stream")
 
         async def lines():
             try:

@@ -55,6 +55,7 @@ def strategies(target: str):
         st.builds(lambda n, label: f"Which?\n{label} x" + " " * n + "y\n(B) z", spaces, st.sampled_from(LABELS)),
         st.builds(lambda n: "Which? " + "word " * n, st.integers(1, 30_000)),
         st.builds(lambda n: "\n" * n + "(A) a", st.integers(1, 70_000)),
+        st.builds(lambda n: "Which?\n" + "\n".join(f"(A) c{i}" for i in range(n)), st.integers(60, 9000)),
     )
     raw = st.one_of(
         st.sampled_from([p.encode() for p in playlists(target)]),
@@ -116,3 +117,37 @@ class CpuMeter:
             spent = time.process_time() - started
             if spent > self.worst:
                 self.worst, self.worst_what = spent, what
+
+
+def wide_bodies():
+    """A hypothesis strategy of (path, JSON text): bodies of many small items wherever the schema has a
+    list (issue 62: 6.4 MB of ``{}`` in ``messages`` held the event loop 12.8 s), from just past a cap
+    to past the body's count of JSON values."""
+    import json
+
+    from hypothesis import strategies as st
+
+    many = st.integers(900, 200_000)
+    user = '{"role": "user", "content": "Which?"}'
+    chat = "/v1/chat/completions"
+    return st.one_of(
+        st.builds(lambda k: (chat, '{"model": "m", "messages": [' + ",".join(["{}"] * k) + "]}"), many),
+        st.builds(
+            lambda k: (
+                chat,
+                '{"messages": [{"role": "user", "content": [' + ",".join(['{"type": "text"}'] * k) + "]}]}",
+            ),
+            many,
+        ),
+        st.builds(
+            lambda k: (chat, f'{{"messages": [{user}], "choices": {json.dumps([f"c{i}" for i in range(k)])}}}'), many
+        ),
+        st.builds(lambda k: (chat, f'{{"messages": [{user}], "stop": {json.dumps(["s"] * k)}}}'), many),
+        st.builds(
+            lambda k: ("/v1/select", json.dumps({"question": "Which?", "choices": [f"c{i}" for i in range(k)]})), many
+        ),
+    )
+
+
+UPSTREAM_MISCHIEF = ("echo", "drip", "huge:4194304", "long_line:4194304", "redirect", "nan", "hang_stream")
+"""What :class:`helpers.hostile_upstream.HostileUpstream` in ``by_user`` mode is asked to do, request by request."""

@@ -8,7 +8,10 @@ its own bounds whatever the upstream does.  Modes:
 * ``nan``: a completion with ``NaN`` in it (not JSON);
 * ``strict``: 400 with its own message (naming a path of its own) unless the last user message's
   text lists choices as ``(A) ...`` lines; then a completion naming what it was shown;
-* ``hang_stream``: one streamed line, then nothing for a minute.
+* ``hang_stream``: one streamed line, then nothing for a minute;
+* ``echo``: a plain completion;
+* ``by_user``: each request as its ``user`` field says (``huge:8388608``: a mode and its size), so
+  that a fuzzer draws the upstream's misbehaviour request by request.
 
 Every body it is sent is kept in ``seen``."""
 
@@ -66,7 +69,13 @@ class HostileUpstream(FakeUpstream):
                     self.close_connection = True
 
             def answer(self, body: dict) -> None:
-                if mode == "drip":
+                how, _, many = str(body.get("user", "echo")).partition(":") if mode == "by_user" else (mode, "", "")
+                self.act(body, how, int(many) if many.isdigit() else size)
+
+            def act(self, body: dict, mode: str, size: int) -> None:
+                if mode == "echo":
+                    self.reply(200, json.dumps(completion("ok")).encode())
+                elif mode == "drip":
                     data = json.dumps(completion("ok")).encode()
                     self.send_response(200)
                     self.send_header("Content-Type", "application/json")

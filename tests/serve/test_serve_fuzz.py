@@ -1,10 +1,12 @@
-"""The service under generated and sustained traffic (slow: ``make test-all``), on loopback only:
+"""The service under generated and sustained traffic (slow: ``make test-service``, which CI runs, and
+``make test-all``), on loopback only:
 
 * an API fuzzer: schemathesis generates requests from the OpenAPI document the service publishes
   (valid and invalid bodies, headers, content types), one in six chat and select bodies carrying a
   real clip so the plugin and the upstream are reached, two in six a hostile text or clip
-  (:mod:`helpers.hostile`: long lines, runs of spaces, playlists naming a local file, lying WAV
-  headers), then deeply nested bodies: **no response >= 500** over >= 2,000 requests, **none over
+  (:mod:`helpers.hostile`: long lines, runs of spaces, thousands of choices written in the text,
+  playlists naming a local file, lying WAV headers), then deeply nested bodies and bodies of many
+  small items in every list: **no response >= 500** over >= 2,000 requests, **none over
   2 s of the service's CPU**, and ``/health`` answering **within 1 s** throughout;
 * a realtime fuzz: malformed, non-object, out-of-order, oversized and hostile events (hypothesis),
   each session within 2 s of CPU and ``/health`` within 1 s throughout, then a good stream is
@@ -28,7 +30,14 @@ from pathlib import Path
 import httpx
 import numpy as np
 import pytest
-from helpers.hostile import CPU_BOUND_S, HEALTH_BOUND_S, CpuMeter, HealthWatch, strategies
+from helpers.hostile import (
+    CPU_BOUND_S,
+    HEALTH_BOUND_S,
+    CpuMeter,
+    HealthWatch,
+    strategies,
+    wide_bodies,
+)
 from helpers.serve import InThread, Upstream, router_plugin, service_options
 
 pytestmark = pytest.mark.slow
@@ -132,6 +141,24 @@ def test_the_api_fuzzer_finds_no_response_of_500_or_more(tempo_plugin, tmp_path)
 
         call()
 
+    def hostile_width(session) -> None:
+        """Bodies of many small items wherever the schema has a list (messages, parts, choices, stop)."""
+        from hypothesis import given
+
+        @fuzz_settings(40)
+        @given(sent=wide_bodies())
+        def call(sent):
+            path, body = sent
+            response = cpu.measure(
+                f"{path} wide {len(body)} bytes",
+                lambda: session.post(app.url + path, data=body, headers={"Content-Type": "application/json"}),
+            )
+            statuses[response.status_code] += 1
+            if response.status_code >= 500:
+                failures.append(("POST", path, response.status_code, response.text[:300]))
+
+        call()
+
     try:
         with __import__("requests").Session() as session, HealthWatch(app.url) as watch:
             for result in schema.get_all_operations():
@@ -161,6 +188,7 @@ def test_the_api_fuzzer_finds_no_response_of_500_or_more(tempo_plugin, tmp_path)
                     except Unsatisfiable:  # a GET has nothing to make invalid
                         pass
             hostile_nesting(session)
+            hostile_width(session)
         assert httpx.get(app.url + "/health").json()["status"] == "ok"
     finally:
         app.stop()
