@@ -1,7 +1,7 @@
 """The fuzz corpus (tests/helpers/fuzz_corpus.py): a fast subset with the command line called in process, and
 the whole (one-hour clip, every tool, every command-line path in a process of its own) as a slow
-test; both run in CI (the subset in ``make test``, the whole in ``make test-service``: ``.ci/run``).  Every bad input ends in a clear error or
-is handled as data; no crash; no row lost."""
+test; both run in CI (the subset in ``make test``, the whole in ``make test-service``: ``.ci/run``).
+Every bad input ends in a clear error or is handled as data; no crash; no row lost."""
 
 from __future__ import annotations
 

@@ -38,9 +38,9 @@ would cost as much as the parsing; a larger one (a long clip) is parsed in a wor
 
 MAX_JSON_VALUES = 1 << 16
 """A request body holds at most this many JSON values, counted before it is parsed as its commas and
-opening brackets (an upper bound: those in its strings count too): a chat request with a long history and tools' schemas holds a few thousand;
-``{"messages": [{}, {}, ...]}`` in the 34 MB a clip's body may take held 8.5 million, and validating
-6.4 MB of them added 1,850 MiB (issue 62)."""
+opening brackets (an upper bound: those in its strings count too): a chat request with a long history
+and tools' schemas holds a few thousand; ``{"messages": [{}, {}, ...]}`` in the 34 MB a clip's body
+may take held 8.5 million, and validating 6.4 MB of them added 1,850 MiB (issue 62)."""
 
 
 def body_limit(max_audio_bytes: int) -> int:

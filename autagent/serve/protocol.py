@@ -7,9 +7,9 @@ generator and the API fuzzer (``tests/serve/test_serve_fuzz.py``) read.
 A chat-completions field is known when the ``openai`` SDK's ``chat.completions.create`` takes it, when
 it is one of vLLM's sampling and template extras (``top_k``, ``min_p``...; sent upstream through
 ``extra_body``, as vLLM's own docs say to), or ``choices`` (ours, never forwarded as a field: the
-upstream reads them in the last user message's text, :func:`autagent.reasoners.messages.with_choices`).  Fields the models
-do not type are kept (``extra="allow"``, as vLLM's are) and forwarded as sent, but a name outside those
-sets is a 400 naming it, as OpenAI's API answers: a misspelt ``temprature`` is not silently dropped.
+upstream reads them in the last user message's text, :func:`autagent.reasoners.messages.with_choices`).
+Fields the models do not type are kept (``extra="allow"``, as vLLM's are) and forwarded as sent, but a
+name outside those sets is a 400 naming it, as OpenAI's API answers: a misspelt ``temprature`` is not silently dropped.
 Types are strict, as the SDK sends them (``"0.5"`` is not a number, ``1`` not a boolean).  A refusal is
 one line naming the field's path (``messages[0].content[1].input_audio.format must be one of ...``):
 :func:`refusal`.
