@@ -22,9 +22,10 @@ def build_tiny_policy(directory: Path, seed: int = 0) -> Path:
     return build_tiny_qwen2_audio(directory, seed, prompts=(BASELINE, WITH_TOOLS, AGENT_PROMPT))
 
 
-def build_tiny_text_policy(directory: Path, seed: int = 0, width: int = 32) -> Path:
-    """A tiny random Llama (two layers, GQA) whose tokenizer knows the text policy's prompt: for tests and
-    plumbing runs of ``modality: text`` (no download, no conversion)."""
+def build_tiny_text_policy(directory: Path, seed: int = 0, width: int = 32, prompts=()) -> Path:
+    """A tiny random Llama (two layers, GQA) whose tokenizer knows the text policy's prompt template and
+    ``prompts`` (so they are short in its tokens): for tests and plumbing runs of ``modality: text`` (no
+    download, no conversion)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
 
@@ -32,7 +33,7 @@ def build_tiny_text_policy(directory: Path, seed: int = 0, width: int = 32) -> P
     from .text import TEXT_AGENT_PROMPT
 
     torch.manual_seed(seed)
-    tokenizer = build_tiny_chat_tokenizer(tiny_corpus((TEXT_AGENT_PROMPT,)))
+    tokenizer = build_tiny_chat_tokenizer(tiny_corpus((TEXT_AGENT_PROMPT, *prompts)), vocab_size=600)
     config = LlamaConfig(
         vocab_size=len(tokenizer),
         hidden_size=width,
