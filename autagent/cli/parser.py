@@ -103,6 +103,14 @@ def with_query(p, required: bool):
 
 def with_dial(p):
     p.add_argument(
+        "--tools",
+        type=int,
+        metavar="K",
+        dest="dial_tools",
+        help="the dial: call exactly the plugin's K most probable tools per query (a point of the eval's cost "
+        "curve; default: the plugin's certified point, else its threshold)",
+    )
+    p.add_argument(
         "--max-tools",
         type=int,
         metavar="K",
