@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from matplotlib.colors import to_hex
 
 from autagent.evaluation.plots import accuracy_figure, cost_curve_figure, tool_calls_figure
@@ -85,3 +86,16 @@ def test_a_rendered_plot_is_a_png(tmp_path):
     plot_cost_curve(_metrics(), tmp_path / "cost_curve.png")
     assert (tmp_path / "cost_curve.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert json.dumps(_metrics())  # the metrics a report reads, unchanged by drawing
+
+
+def test_the_cost_curve_reads_against_tool_seconds_beside_tools_where_the_points_carry_them():
+    from autagent.evaluation.plots import cost_curve_figure
+
+    seconds = lambda k: {"serial": 0.3 * k, "parallel": 0.2 * k}  # noqa: E731
+    plugin = [{"k": k, "accuracy": 0.3 + 0.02 * k, "avg_tools": float(k), "tool_seconds": seconds(k)} for k in range(4)]
+    figure = cost_curve_figure({"cost_curve": {"plugin": plugin}, "n": 10})
+    axes = [ax for ax in figure.axes if ax.get_xlabel()]
+    assert [ax.get_xlabel() for ax in axes] == ["tools called per query", "tool-seconds per query (one by one)"]
+    assert list(axes[1].lines[0].get_xdata()) == pytest.approx([0.0, 0.3, 0.6, 0.9])
+    untimed = [{k: v for k, v in p.items() if k != "tool_seconds"} for p in plugin]
+    assert len([ax for ax in cost_curve_figure({"cost_curve": {"plugin": untimed}}).axes if ax.get_xlabel()]) == 1

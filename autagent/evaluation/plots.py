@@ -167,39 +167,48 @@ def plot_cost_curve(metrics: dict, path: Path) -> None:
 
 def cost_curve_figure(metrics: dict):
     """Accuracy against tools per query: the plugin's top-K curve (each point labelled K = k), the fixed
-    order's, the default's star, and :data:`COST_CURVE_CAPTION` under the axes."""
+    order's, the default's star, and :data:`COST_CURVE_CAPTION` under the axes; beside it, where the points
+    carry them, the same curves against tool-seconds per query (one by one: the sum of the tools' seconds
+    measured at export), as FDB-v3 reports latency."""
     curve = metrics["cost_curve"]
     plt = pyplot()
-    fig, ax = plt.subplots(figsize=(6.4, 4.8))
-    xs = [p["avg_tools"] for p in curve["plugin"]]
-    ys = [100 * p["accuracy"] for p in curve["plugin"]]
-    ax.plot(xs, ys, "o-", color=method_colour("policy"), label="AuTAgent: its K most probable tools")
-    for point, x, y in zip(curve["plugin"], xs, ys):
-        ax.annotate(f"K={point['k']}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
-    if curve.get("fixed_order"):
-        points = curve["fixed_order"]["points"]
-        ax.plot(
-            [p["avg_tools"] for p in points],
-            [100 * p["accuracy"] for p in points],
-            "s--",
-            color=method_colour("fixed_order"),
-            label="the same K tools for every query (best on average first)",
-        )
-    if curve.get("threshold"):
-        point = curve["threshold"]
-        ax.plot(
-            [point["avg_tools"]],
-            [100 * point["accuracy"]],
-            "*",
-            ms=15,
-            color=method_colour("policy"),
-            markeredgecolor="black",
-            label="AuTAgent's default (no dial)",
-        )
-    ax.set_xlabel("tools called per query")
-    ax.set_ylabel("accuracy (%)")
-    ax.set_title(f"Accuracy against tools ({metrics.get('n', '?')} questions)")
-    ax.legend(fontsize=8, frameon=False)
-    ax.spines[["top", "right"]].set_visible(False)
+    timed = all(p.get("tool_seconds") for p in curve["plugin"])
+    fig, axes = plt.subplots(1, 2 if timed else 1, figsize=(11.0 if timed else 6.4, 4.8), squeeze=False)
+    axes_by_x = [(axes[0][0], lambda p: p["avg_tools"], "tools called per query")]
+    if timed:
+        axes_by_x.append((axes[0][1], lambda p: p["tool_seconds"]["serial"], "tool-seconds per query (one by one)"))
+    for ax, x_of, xlabel in axes_by_x:
+        xs = [x_of(p) for p in curve["plugin"]]
+        ys = [100 * p["accuracy"] for p in curve["plugin"]]
+        ax.plot(xs, ys, "o-", color=method_colour("policy"), label="AuTAgent: its K most probable tools")
+        for point, x, y in zip(curve["plugin"], xs, ys):
+            ax.annotate(f"K={point['k']}", (x, y), textcoords="offset points", xytext=(0, 6), ha="center", fontsize=7)
+        points = (curve.get("fixed_order") or {}).get("points") or []
+        if points and all(p.get("tool_seconds") or xlabel.startswith("tools") for p in points):
+            ax.plot(
+                [x_of(p) for p in points],
+                [100 * p["accuracy"] for p in points],
+                "s--",
+                color=method_colour("fixed_order"),
+                label="the same K tools for every query (best on average first)",
+            )
+        point = curve.get("threshold")
+        if point and (xlabel.startswith("tools") or point.get("tool_seconds")):
+            ax.plot(
+                [x_of(point)],
+                [100 * point["accuracy"]],
+                "*",
+                ms=15,
+                color=method_colour("policy"),
+                markeredgecolor="black",
+                label="AuTAgent's default (no dial)",
+            )
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel("accuracy (%)")
+        ax.spines[["top", "right"]].set_visible(False)
+    axes[0][0].set_title(f"Accuracy against tools ({metrics.get('n', '?')} questions)")
+    if timed:
+        axes[0][1].set_title("and against the tools' seconds")
+    axes[0][0].legend(fontsize=8, frameon=False)
     _caption(fig, COST_CURVE_CAPTION)
     return fig
