@@ -35,12 +35,13 @@ TEXT_AGENT_PROMPT = (
     "Another model will answer a question about an audio clip. It cannot hear the clip: it reads only the "
     "outputs of the tools you choose. Choose the tools whose output it needs; needless tools add noise.\n"
     "Tools:\n{tools}\n"
+    "Reply with the numbers of the chosen tools inside <answer></answer>, e.g. <answer>2</answer>, "
+    "or <answer></answer> for none.\n"
     "Clip: {profile}\n"
     "Question: {question}\n"
     "{choices}"
-    "Reply with the numbers of the chosen tools inside <answer></answer>, e.g. <answer>2</answer>, "
-    "or <answer></answer> for none."
 )
+"""The instructions and the tool list come first, the same in every prompt: a prefix computed once per batch."""
 SPEECH = 0
 """YAMNet's ``Speech`` class (AudioSet index 0): the voice activity the profile states."""
 
@@ -82,7 +83,7 @@ def profile_words(profile, labels: int = 3) -> str:
 
 
 def text_prompt(question: str, choices, profile: str, tool_ids) -> str:
-    shown = f"Choices: {' | '.join(c.strip() for c in choices)}\n" if choices else ""
+    shown = f"Choices: {' | '.join(c.strip() for c in choices)}" if choices else ""
     return TEXT_AGENT_PROMPT.format(
         tools=text_tool_list(tool_ids), profile=profile, question=question.strip(), choices=shown
     )

@@ -1,0 +1,75 @@
+"""The text LM policy's table for docs/results/lm_policy.md, from the runs' predictions: each trained seed and
+its zero-shot start beside No-Tool, All-Tools and the router, with paired exact 95 % intervals over the test
+items (:func:`autagent.evaluation.paired.paired_difference`) for the differences the goals name.
+
+    python scripts/lm_policy_table.py --trained runs/smollm_lm_s0 runs/smollm_lm_s1 runs/smollm_lm_s2 \\
+        --zero-shot runs/smollm_lm_zero_shot --router runs/embedded_main
+
+Every run must have answered the same test items (the embedded benchmark, seed 0: same items, same order).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from autagent.evaluation.paired import paired_difference
+
+
+def answers(run: Path, method: str) -> dict:
+    """``{item id: (correct, tools)}`` of ``method`` in ``run``'s predictions.jsonl."""
+    found = {}
+    for line in (Path(run) / "predictions.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        if row["method"] == method:
+            found[row["id"]] = (bool(row["correct"]), len(row["tools"]))
+    if not found:
+        raise SystemExit(f"{run}/predictions.jsonl: no rows of method {method!r}")
+    return found
+
+
+def row(name: str, got: dict) -> str:
+    n = len(got)
+    accuracy = 100 * sum(c for c, _ in got.values()) / n
+    tools = sum(t for _, t in got.values()) / n
+    return f"| {name} | {accuracy:.1f} | {tools:.2f} |"
+
+
+def difference(reference: dict, other: dict) -> str:
+    ids = sorted(reference)
+    if sorted(other) != ids:
+        raise SystemExit("the runs answered different test items")
+    d = paired_difference([reference[i][0] for i in ids], [other[i][0] for i in ids])
+    low, high = (100 * x for x in d["interval"])
+    return f"{100 * d['difference']:+.1f} [{low:+.1f}, {high:+.1f}]"
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trained", nargs="+", required=True, type=Path)
+    parser.add_argument("--zero-shot", required=True, type=Path)
+    parser.add_argument("--router", type=Path)
+    args = parser.parse_args(argv)
+    zero = answers(args.zero_shot, "policy")
+    base = args.trained[0]
+    no_tool, all_tools = answers(base, "no_tool"), answers(base, "all_tools")
+    router = answers(args.router, "policy") if args.router else None
+    print("| Method | Accuracy | Avg tools |\n|---|---|---|")
+    print(row("No-Tool", no_tool))
+    print(row("All-Tools", all_tools))
+    print(row("SmolLM2 zero-shot (steps 0)", zero))
+    for run in args.trained:
+        print(row(f"SmolLM2 + GRPO, {run.name}", answers(run, "policy")))
+    if router:
+        print(row(f"router ({args.router.name})", router))
+    print("\n| Trained run | vs zero-shot | vs All-Tools | vs router |\n|---|---|---|---|")
+    for run in args.trained:
+        got = answers(run, "policy")
+        versus_router = difference(router, got) if router else "—"
+        print(f"| {run.name} | {difference(zero, got)} | {difference(all_tools, got)} | {versus_router} |")
+    print("\n(points; paired exact McNemar 95 % intervals over the test items)")
+
+
+if __name__ == "__main__":
+    main()
