@@ -68,9 +68,10 @@ def synthetic_plugin(folder: Path) -> Path:
     """A router plugin that always calls asr and tempo (the tests' stand-in for a trained one)."""
     import torch
 
+    from autagent.plugin.manifest import PluginTarget
+    from autagent.policies.router.export import RouterParts, export_router
     from autagent.policies.router.features import Featurizer
     from autagent.policies.router.model import Router, RouterConfig
-    from autagent.policies.router.plugin import export_router
 
     tools = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
     torch.manual_seed(0)
@@ -78,7 +79,9 @@ def synthetic_plugin(folder: Path) -> Path:
     router = Router(featurizer.dim, RouterConfig(), len(tools))
     with torch.no_grad():
         router.net[-1].bias.copy_(torch.tensor([3.0, -3.0, -3.0, 3.0, -3.0, -3.0]))
-    return export_router(folder, router, featurizer, tools, "embedded", {}, 30.0, {"name": "bench"})
+    return export_router(
+        PluginTarget(folder, tools, "embedded", {}, 30.0, {"name": "bench"}), RouterParts(router, featurizer)
+    )
 
 
 def message(sample) -> list:

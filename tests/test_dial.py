@@ -15,10 +15,11 @@ from autagent.cli import main
 from autagent.evaluation.cost_curve import cost_curve, fixed_order
 from autagent.evaluation.summary import MethodResult
 from autagent.plugin.dial import Dial, DialError, dialled, tool_seconds_of
+from autagent.plugin.manifest import PluginTarget
 from autagent.policies.router.costs import tool_seconds, tool_values
+from autagent.policies.router.export import RouterParts, export_router
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
-from autagent.policies.router.plugin import export_router
 
 SEVEN = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events", "speakers")
 SECONDS = {"asr": 0.9, "emotion": 0.05, "chords": 0.4, "tempo": 0.1, "pitch": 0.2, "sound_events": 0.3, "speakers": 0.6}
@@ -177,18 +178,8 @@ def plugin_dir(tmp_path_factory):
     with torch.no_grad():
         router.net[-1].bias.copy_(torch.tensor([4.0, 3.0, 2.0, 3.5, 2.5, 1.5, -4.0]))
     return export_router(
-        tmp_path_factory.mktemp("dial") / "plugin",
-        router,
-        featurizer,
-        SEVEN,
-        "embedded",
-        {},
-        30.0,
-        {"name": "dial"},
-        {},
-        tool_seconds=SECONDS,
-        tool_values=VALUES,
-        values_source="a test's numbers",
+        PluginTarget(tmp_path_factory.mktemp("dial") / "plugin", SEVEN, "embedded", {}, 30.0, {"name": "dial"}, {}),
+        RouterParts(router, featurizer, tool_seconds=SECONDS, tool_values=VALUES, values_source="a test's numbers"),
     )
 
 
@@ -301,8 +292,8 @@ def test_a_plugin_without_recorded_values_gets_its_fixed_order_from_training_que
     torch.manual_seed(3)
     featurizer = Featurizer(RouterConfig())
     router = Router(featurizer.dim, RouterConfig(), len(SEVEN))
-    args = (router, featurizer, SEVEN, "embedded", {}, 30.0, {"name": "old"}, {})
-    old = export_router(tmp_path / "old", *args)  # exported before the dial: no tool values
+    target = PluginTarget(tmp_path / "old", SEVEN, "embedded", {}, 30.0, {"name": "old"}, {})
+    old = export_router(target, RouterParts(router, featurizer))  # exported before the dial: no tool values
     config = {
         "name": "old",
         "output_dir": str(tmp_path / "runs"),

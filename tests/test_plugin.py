@@ -11,10 +11,11 @@ import pytest
 import torch
 
 from autagent import api
+from autagent.plugin.manifest import PluginTarget
 from autagent.plugin.trust import PluginError, content_hash
+from autagent.policies.router.export import RouterParts, export_router
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
-from autagent.policies.router.plugin import export_router
 
 TOOLS = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
 
@@ -27,15 +28,10 @@ def exported(tmp_path_factory):
     with torch.no_grad():
         router.net[-1].bias.copy_(torch.tensor([3.0, -3.0, -3.0, 3.0, -3.0, -3.0]))
     path = export_router(
-        tmp_path_factory.mktemp("p") / "plugin",
-        router,
-        featurizer,
-        TOOLS,
-        "embedded",
-        {},
-        30.0,
-        {"name": "test"},
-        {"accuracy": 0.5},
+        PluginTarget(
+            tmp_path_factory.mktemp("p") / "plugin", TOOLS, "embedded", {}, 30.0, {"name": "test"}, {"accuracy": 0.5}
+        ),
+        RouterParts(router, featurizer),
     )
     return path, router, featurizer
 
@@ -46,8 +42,8 @@ def test_the_same_training_gives_the_same_content_hash_whatever_its_timings(expo
     _, router, featurizer = exported
 
     def export(name, metrics):
-        args = (router, featurizer, TOOLS, "embedded", {}, 30.0, {"name": "test"}, metrics)
-        return json.loads((export_router(tmp_path / name, *args) / "manifest.json").read_text())
+        target = PluginTarget(tmp_path / name, TOOLS, "embedded", {}, 30.0, {"name": "test"}, metrics)
+        return json.loads((export_router(target, RouterParts(router, featurizer)) / "manifest.json").read_text())
 
     slow = export("slow", {"final": {"loss": 0.5, "step_seconds": 0.019, "step_time": 3.0}, "train_seconds": 9})
     fast = export("fast", {"final": {"loss": 0.5, "step_seconds": 0.022, "step_time": 1.0}, "train_seconds": 7})
@@ -93,7 +89,8 @@ def test_a_router_with_the_no_tool_action_round_trips(tmp_path, click_wav):
         with torch.no_grad():
             router.net[-1].bias.copy_(torch.tensor([3.0, -3.0, -3.0, 3.0, -3.0, -3.0, call]))
         path = export_router(
-            tmp_path / f"call{call}", router, featurizer, TOOLS, "embedded", {}, 30.0, {"name": "test"}, {}
+            PluginTarget(tmp_path / f"call{call}", TOOLS, "embedded", {}, 30.0, {"name": "test"}, {}),
+            RouterParts(router, featurizer),
         )
         loaded = api.load(path)
         assert loaded.manifest["policy_config"]["abstain"] is True

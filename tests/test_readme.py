@@ -233,15 +233,19 @@ def train_outputs(tiny_bench, tmp_path_factory):
     test benchmark's folder, laid out as the README names them."""
     import torch
 
+    from autagent.plugin.manifest import PluginTarget
+    from autagent.policies.router.export import RouterParts, export_router
     from autagent.policies.router.features import Featurizer
     from autagent.policies.router.model import Router, RouterConfig
-    from autagent.policies.router.plugin import export_router
 
     torch.manual_seed(0)
     featurizer = Featurizer(RouterConfig())
     router = Router(featurizer.dim, RouterConfig(), len(tiny_bench["tools"]))
     folder = tmp_path_factory.mktemp("run") / "plugin"
-    export_router(folder, router, featurizer, tiny_bench["tools"], "embedded", {}, 30.0, {"name": "readme"}, {})
+    export_router(
+        PluginTarget(folder, tiny_bench["tools"], "embedded", {}, 30.0, {"name": "readme"}, {}),
+        RouterParts(router, featurizer),
+    )
     return {"plugin": str(folder), "data": str(tiny_bench["root"] / "data")}
 
 

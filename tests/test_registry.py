@@ -98,13 +98,16 @@ def test_a_custom_tool_is_listed_trained_on_and_exported(custom_module, tiny_ben
 
 def test_a_plugin_never_selects_a_tool_it_was_not_trained_with(tiny_bench, tmp_path):
     from autagent.api import load
+    from autagent.plugin.manifest import PluginTarget
+    from autagent.policies.router.export import RouterParts, export_router
     from autagent.policies.router.features import Featurizer
     from autagent.policies.router.model import Router, RouterConfig
-    from autagent.policies.router.plugin import export_router
 
     featurizer = Featurizer(RouterConfig())
     router = Router(featurizer.dim, RouterConfig(init_bias=5.0), 2)  # calls every tool it has
-    path = export_router(tmp_path / "p", router, featurizer, ("tempo", "pitch"), "embedded", {}, 30.0, {})
+    path = export_router(
+        PluginTarget(tmp_path / "p", ("tempo", "pitch"), "embedded", {}, 30.0, {}), RouterParts(router, featurizer)
+    )
     plugin = load(path)
     sample = tiny_bench["test"][0]
     assert plugin.select(sample.audio, sample.question, sample.choices) == ["tempo", "pitch"]

@@ -10,9 +10,10 @@ import json
 import pytest
 import torch
 
+from autagent.plugin.manifest import PluginTarget
+from autagent.policies.router.export import RouterParts, export_router
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
-from autagent.policies.router.plugin import export_router
 
 TOOLS = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
 CONDITIONED = RouterConfig(scorer="tool_conditioned")
@@ -77,7 +78,9 @@ def test_the_factored_router_lets_the_clip_veto_a_tool_but_never_call_one_the_te
         per_tool.net[1].weight.normal_(std=1.0)
     joint = per_tool.tool_probabilities(text)
     assert (joint.max(0).values - joint.min(0).values > 0.5).any()  # its clip alone swings a tool
-    path = export_router(tmp_path / "f", factored, featurizer, TOOLS, "embedded", {}, 30.0, {"name": "f"})
+    path = export_router(
+        PluginTarget(tmp_path / "f", TOOLS, "embedded", {}, 30.0, {"name": "f"}), RouterParts(factored, featurizer)
+    )
     from autagent.api import load
 
     plugin = load(path)
@@ -112,8 +115,9 @@ def test_a_plugin_records_descriptions_and_scores_a_tool_added_after_training(fe
     from autagent.plugin.trust import PluginError
 
     router = _router(featurizer, ("asr", "emotion", "chords", "pitch"))
+    learned = ("asr", "emotion", "chords", "pitch")
     path = export_router(
-        tmp_path / "p", router, featurizer, ("asr", "emotion", "chords", "pitch"), "embedded", {}, 30.0, {"name": "t"}
+        PluginTarget(tmp_path / "p", learned, "embedded", {}, 30.0, {"name": "t"}), RouterParts(router, featurizer)
     )
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["scores_new_tools"] and set(manifest["descriptions"]) == {"asr", "emotion", "chords", "pitch"}
@@ -132,7 +136,8 @@ def test_a_plugin_records_descriptions_and_scores_a_tool_added_after_training(fe
     assert rows["asr"] == "learned" and rows["tempo"] == "zero-shot" and rows["speakers"] == "not scored"
     per_tool = Router(featurizer.dim, RouterConfig(), 2)
     other = export_router(
-        tmp_path / "q", per_tool, Featurizer(RouterConfig()), ("asr", "chords"), "embedded", {}, 30.0, {}
+        PluginTarget(tmp_path / "q", ("asr", "chords"), "embedded", {}, 30.0, {}),
+        RouterParts(per_tool, Featurizer(RouterConfig())),
     )
     with pytest.raises(PluginError, match="per_tool router has no zero-shot head"):
         load(other, extra_tools=["tempo"])

@@ -12,10 +12,11 @@ import torch
 
 from autagent import api
 from autagent.cli import main
+from autagent.plugin.manifest import PluginTarget
 from autagent.plugin.trust import PluginError, content_hash
+from autagent.policies.router.export import RouterParts, export_router
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
-from autagent.policies.router.plugin import export_router
 
 TOOLS = ("asr", "emotion", "chords")
 
@@ -26,7 +27,10 @@ def exported(tmp_path_factory):
     featurizer = Featurizer(RouterConfig())
     router = Router(featurizer.dim, RouterConfig(), len(TOOLS))
     folder = tmp_path_factory.mktemp("p") / "plugin"
-    return export_router(folder, router, featurizer, TOOLS, "embedded", {}, 30.0, {"name": "t"}, {"accuracy": 0.5})
+    return export_router(
+        PluginTarget(folder, TOOLS, "embedded", {}, 30.0, {"name": "t"}, {"accuracy": 0.5}),
+        RouterParts(router, featurizer),
+    )
 
 
 def _declaring(src, tmp_path, name, **policy_config):

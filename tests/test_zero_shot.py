@@ -9,9 +9,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from autagent.plugin.manifest import PluginTarget
+from autagent.policies.router.export import RouterParts, export_router
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
-from autagent.policies.router.plugin import HEAD_FILE, export_router
+from autagent.policies.router.plugin import HEAD_FILE
 from autagent.policies.router.zero_shot import DescriptionHead, best_of_the_others, best_threshold
 
 QUESTIONS = {
@@ -117,7 +119,9 @@ def test_a_factored_plugin_adds_a_tool_through_its_head_and_keeps_the_learned_to
     head = DescriptionHead(featurizer.columns, descriptions.shape[1])
     features, labels = _queries(featurizer, learned)
     head.fit(features, descriptions, labels)
-    path = export_router(tmp_path / "p", router, featurizer, learned, "embedded", {}, 30.0, {}, None, head)
+    path = export_router(
+        PluginTarget(tmp_path / "p", learned, "embedded", {}, 30.0, {}), RouterParts(router, featurizer, head)
+    )
     manifest = json.loads((path / "manifest.json").read_text())
     assert manifest["scores_new_tools"] and manifest["new_tools"] == "head" and HEAD_FILE in manifest["files"]
     plain, added = load(path), load(path, extra_tools=["pitch"])
@@ -130,7 +134,9 @@ def test_a_factored_plugin_adds_a_tool_through_its_head_and_keeps_the_learned_to
     assert main(["tools", "list", "--plugin", str(path), "--set", f"tools.enabled=[{','.join(learned)},pitch]"]) == 0
     rows = {row["id"]: row.get("plugin") for row in json.loads(capsys.readouterr().out)["tools"]}
     assert rows["asr"] == "learned" and rows["pitch"] == "zero-shot"
-    without = export_router(tmp_path / "q", router, featurizer, learned, "embedded", {}, 30.0, {})
+    without = export_router(
+        PluginTarget(tmp_path / "q", learned, "embedded", {}, 30.0, {}), RouterParts(router, featurizer)
+    )
     assert not json.loads((without / "manifest.json").read_text())["scores_new_tools"]
     assert json.loads((without / "manifest.json").read_text())["new_tools"] is None
     with pytest.raises(PluginError, match="has no zero-shot head"):
@@ -250,10 +256,13 @@ def test_a_plugin_with_a_backoff_selects_familiar_queries_as_before_and_explains
     from autagent.api import load
     from autagent.cli import main
     from autagent.plugin.trust import PluginError
-    from autagent.policies.router.plugin import BACKOFF_FILE, attach_backoff
+    from autagent.policies.router.backoff_fit import attach_backoff
+    from autagent.policies.router.plugin import BACKOFF_FILE
 
     router, head, backoff, _, features = _backoff_parts(featurizer, "fill", init_bias=-4.0)
-    before = export_router(tmp_path / "p", router, featurizer, FIVE, "embedded", {}, 30.0, {}, None, head)
+    before = export_router(
+        PluginTarget(tmp_path / "p", FIVE, "embedded", {}, 30.0, {}), RouterParts(router, featurizer, head)
+    )
     shutil.copytree(before, tmp_path / "q")
     content = attach_backoff(tmp_path / "q", backoff, {"offset": 0.0})
     old, new = load(before), load(tmp_path / "q", expected_sha256=content)
@@ -311,11 +320,13 @@ def test_v1_select_explains_its_choice_when_asked(featurizer, tmp_path, melody_w
     from fastapi.testclient import TestClient
 
     from autagent.config import load_config
-    from autagent.policies.router.plugin import attach_backoff
+    from autagent.policies.router.backoff_fit import attach_backoff
     from autagent.serve import build, create_app
 
     router, head, backoff, _, _ = _backoff_parts(featurizer, "fill", init_bias=-4.0)
-    path = export_router(tmp_path / "p", router, featurizer, FIVE, "embedded", {}, 30.0, {}, None, head)
+    path = export_router(
+        PluginTarget(tmp_path / "p", FIVE, "embedded", {}, 30.0, {}), RouterParts(router, featurizer, head)
+    )
     shutil.copytree(path, tmp_path / "q")
     attach_backoff(tmp_path / "q", backoff, {"offset": 0.0})
     config = load_config(None, {"answer_cache_dir": str(tmp_path / "a"), "tools.cache_dir": str(tmp_path / "t")})

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from dataclasses import dataclass
 from pathlib import Path
 
 from tools import ToolRunner, get_tool
@@ -74,6 +75,70 @@ def without_timings(metrics):
     return metrics
 
 
+@dataclass
+class PluginTarget:
+    """Where a plugin goes and what of its run it records: what both policies' exports take from the run
+    (:func:`autagent.policies.export_target`)."""
+
+    directory: Path
+    """The plugin folder (built beside it as ``<dir>.tmp`` and renamed into place)."""
+    tool_ids: tuple
+    """The tools the policy trained with, in its order."""
+    tools_profile: str
+    """The tools' backends (``embedded`` | ``cluster``): recorded with each tool's backend and version."""
+    tool_settings: dict | None
+    """The run's per-tool settings, which may change a tool's version."""
+    max_seconds: float | None
+    """The seconds of a clip the tools hear."""
+    training_config: dict
+    """The run's resolved config."""
+    metrics: dict | None = None
+    """What the training measured (recorded without wall-clock figures)."""
+
+
+def manifest_head(policy: str, target: PluginTarget, fields: dict) -> dict:
+    """A plugin's manifest before its files are hashed: format, policy kind, the tools (with backends and
+    versions, and as function tools), the policy's own ``fields``, the run's config and its metrics without
+    wall-clock figures."""
+    head = {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "policy": policy,
+        "tools": tool_manifest(target.tool_ids, target.tools_profile, target.tool_settings, target.max_seconds),
+        "function_tools": function_tools(target.tool_ids),
+        "tools_profile": target.tools_profile,
+        **fields,
+    }
+    if "metrics" in head:
+        head["metrics"] = without_timings(head["metrics"])
+    return head
+
+
+def write_plugin(directory: str | Path, head: dict, write_files, evaluation: dict | None = None) -> dict:
+    """Write a plugin atomically, once: ``write_files(tmp)`` saves the weights, the model card is made from
+    ``head`` (with the run's ``evaluation`` table when there is one), every file is hashed into the manifest
+    (signed when ``$AUTAGENT_PLUGIN_SIGNING_KEY`` names a key file); the folder is built as ``<dir>.tmp`` and
+    renamed into place.  Returns the manifest written."""
+    directory = Path(directory)
+    tmp = directory.with_name(directory.name + ".tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    tmp.mkdir(parents=True)
+    write_files(tmp)
+    (tmp / "README.md").write_text(model_card(head, evaluation))
+    names, odd = folder_entries(tmp)
+    refused = sorted(n for n in names if not n.endswith(ALLOWED_SUFFIXES)) + odd
+    if refused:
+        raise PluginError(f"{directory}: refusing to export files that are not weights or config files: {refused}")
+    files = {}
+    for name in sorted(names):
+        digest, size = file_digest(tmp / name)
+        files[name] = {"sha256": digest, "size": size}
+    manifest = write_manifest(tmp, {**head, "files": files})
+    shutil.rmtree(directory, ignore_errors=True)
+    tmp.rename(directory)
+    return manifest
+
+
 def export_plugin(
     directory: str | Path,
     policy: str,
@@ -84,38 +149,11 @@ def export_plugin(
     max_seconds: float | None,
     fields: dict,
 ) -> Path:
-    """Write a plugin atomically: ``write_files(tmp)`` saves the weights, then every file is hashed
-    into the manifest (signed when ``$AUTAGENT_PLUGIN_SIGNING_KEY`` names a key file), its metrics
-    without wall-clock figures; the folder is built as ``<dir>.tmp`` and renamed into place."""
-    directory = Path(directory)
-    tmp = directory.with_name(directory.name + ".tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    tmp.mkdir(parents=True)
-    write_files(tmp)
-    head = {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "policy": policy,
-        "tools": tool_manifest(tool_ids, tools_profile, tool_settings, max_seconds),
-        "function_tools": function_tools(tool_ids),
-        "tools_profile": tools_profile,
-        **fields,
-    }
-    if "metrics" in head:
-        head["metrics"] = without_timings(head["metrics"])
-    (tmp / "README.md").write_text(model_card(head))
-    names, odd = folder_entries(tmp)
-    refused = sorted(n for n in names if not n.endswith(ALLOWED_SUFFIXES)) + odd
-    if refused:
-        raise PluginError(f"{directory}: refusing to export files that are not weights or config files: {refused}")
-    files = {}
-    for name in sorted(names):
-        digest, size = file_digest(tmp / name)
-        files[name] = {"sha256": digest, "size": size}
-    write_manifest(tmp, {**head, "files": files})
-    shutil.rmtree(directory, ignore_errors=True)
-    tmp.rename(directory)
-    return directory
+    """Write a plugin whose weights ``write_files(tmp)`` saves (:func:`write_plugin`), its manifest made of
+    the run's tools and ``fields``; the LM policy's export, whose model is written by its own library."""
+    target = PluginTarget(Path(directory), tuple(tool_ids), tools_profile, tool_settings, max_seconds, {})
+    write_plugin(directory, manifest_head(policy, target, fields), write_files)
+    return Path(directory)
 
 
 def write_manifest(directory: Path, manifest: dict) -> dict:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..plugin.manifest import PluginTarget
 from .lm.config import LMPolicyConfig
 from .router.config import RouterPolicyConfig
 
@@ -51,3 +52,8 @@ def export_fields(ctx, summary: dict) -> dict:
         "training_config": ctx.config_dict,
         "metrics": {"training": summary},
     }
+
+
+def export_target(ctx, summary: dict) -> PluginTarget:
+    """:func:`export_fields` as the :class:`PluginTarget` the router's export takes."""
+    return PluginTarget(**export_fields(ctx, summary))

@@ -34,16 +34,12 @@ All-Tools passes with 80 % power when ``EPS ≥ (1.645 + 0.842)·sqrt(d/n)``.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from rewards.scoring import is_correct
 
 from ..config import ConfigError
 from ..evaluation.paired import certifiable_eps, paired_difference
-from ..plugin.card import model_card
 from ..plugin.dial import Dial, recorded_seconds, tool_seconds_of
-from ..plugin.manifest import read_manifest, write_manifest
-from ..plugin.trust import file_digest
+from ..policies.router.export import RouterDraft
 from ..policies.router.table import CertifyConfig, held_out_ids
 from ..reasoners.base import ask_with_records
 
@@ -172,28 +168,14 @@ def certify(plugin, samples, records, reasoner, tool_ids, cfg: CertifyConfig) ->
     }
 
 
-def write_certificate(directory: str | Path, certificate: dict) -> str:
-    """The certificate into a verified plugin's manifest and model card, in one write; the new content hash."""
-    directory = Path(directory)
-    manifest = read_manifest(directory)
-    manifest["certificate"] = certificate
-    (directory / "README.md").write_text(model_card(manifest, None))
-    digest, size = file_digest(directory / "README.md")
-    manifest["files"]["README.md"] = {"sha256": digest, "size": size}
-    return write_manifest(directory, manifest)["content_hash"]
-
-
-def certify_run(ctx, plugin_dir: Path) -> dict:
-    """The run's exported plugin certified on its held-out training queries (``ctx``: the run's
-    :class:`autagent.recipes.run.RunContext`, whose records cover every training query and whose reasoner
-    answers through the shared cache); the certificate written into the plugin and returned."""
-    # looked up when called, not at import: a test patches it on its module
-    from ..api import load
-
-    config, table = ctx.config, ctx.config.policy.router.table
+def certify_run(ctx, draft: RouterDraft) -> dict:
+    """The run's trained plugin, not yet written, certified on its held-out training queries (``ctx``: the
+    run's :class:`autagent.recipes.run.RunContext`, whose records cover every training query and whose reasoner
+    answers through the shared cache); the certificate put into the plugin's manifest (its model card shows it
+    once the plugin is written) and returned."""
+    table = ctx.config.policy.router.table
     held = held_out_ids([s.id for s in ctx.splits.train], table.order_seed, table.held_out)
     samples = [s for s in ctx.splits.train if s.id in held]
-    plugin = load(plugin_dir, tools_profile=config.tools.profile, tool_settings=config.tools.settings)
-    certificate = certify(plugin, samples, ctx.records, ctx.reasoner, ctx.tool_ids, table.certify)
-    write_certificate(plugin_dir, certificate)
+    certificate = certify(draft.open(), samples, ctx.records, ctx.reasoner, ctx.tool_ids, table.certify)
+    draft.manifest["certificate"] = certificate
     return certificate

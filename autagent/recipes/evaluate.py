@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from pathlib import Path
@@ -24,26 +23,39 @@ from .run import Logger, data_digest, load_splits, tool_records
 log = logging.getLogger("autagent")
 
 
-def build_policy_select(plugin_dir, config: RunConfig, expected_sha256: str | None = None):
-    """The plugin's ``select_many``, after the plugin's tools have become the run's (``config.tools`` is
-    updated in place; see :func:`autagent.api.run_tools`)."""
+def ready_policy(open_plugin, manifest: dict, config: RunConfig):
+    """The plugin an evaluation scores, at the run's operating point: ``open_plugin(extra_tools)`` gives it
+    once the plugin's tools have become the run's (``config.tools`` is updated in place; see
+    :func:`autagent.api.run_tools`), then ``eval.uncertified`` and the dial (``eval.tools``, ``max_tools``,
+    ``latency_budget_ms``) are set on it."""
+    # looked up when called, not at import: a test patches it on its module
+    from ..api import run_tools
+
+    config.tools, extra = run_tools(config.tools, manifest)
+    plugin = open_plugin(extra)
+    if config.eval.uncertified and hasattr(plugin, "dial"):
+        plugin.dial = None
+    return set_dial(plugin, Dial(config.eval.max_tools, config.eval.latency_budget_ms, config.eval.tools))
+
+
+def load_policy(plugin_dir, config: RunConfig, expected_sha256: str | None = None):
+    """The plugin in ``plugin_dir``, loaded and verified, ready to score (:func:`ready_policy`); None without one."""
     if plugin_dir is None:
         return None
     # looked up when called, not at import: a test patches it on its module
-    from ..api import load, run_tools
+    from ..api import load
 
-    config.tools, extra = run_tools(config.tools, read_manifest(plugin_dir, expected_sha256))
-    plugin = load(
-        plugin_dir,
-        tools_profile=config.tools.profile,
-        tool_settings=config.tools.settings,
-        expected_sha256=expected_sha256,
-        extra_tools=extra,
-    )
-    if config.eval.uncertified and hasattr(plugin, "dial"):
-        plugin.dial = None
-    dial = Dial(config.eval.max_tools, config.eval.latency_budget_ms, config.eval.tools)
-    return set_dial(plugin, dial).select_many
+    def open_plugin(extra):
+        tools = config.tools
+        return load(
+            plugin_dir,
+            tools_profile=tools.profile,
+            tool_settings=tools.settings,
+            expected_sha256=expected_sha256,
+            extra_tools=extra,
+        )
+
+    return ready_policy(open_plugin, read_manifest(plugin_dir, expected_sha256), config)
 
 
 def agentic_run(config: RunConfig, reasoner_config, reasoner):
@@ -66,14 +78,15 @@ def run_eval(
     dataset_name: str | None = None,
     log_to_wandb: bool = False,
     expected_sha256: str | None = None,
-    policy_select=None,
+    policy=None,
     reasoner=None,
 ) -> dict:
     """Every baseline (and the plugin's policy) on the test split; writes the harness outputs.
 
-    ``policy_select`` and ``reasoner``, when given, are used as they are (right after training: the
-    trained model and the reasoner already in memory) instead of loading the plugin and building a
-    reasoner; a reasoner passed in is left open for the caller."""
+    ``policy`` and ``reasoner``, when given, are used as they are (right after training: the trained plugin,
+    not yet written, and the reasoner already in memory) instead of loading the plugin in ``plugin_dir`` and
+    building a reasoner; ``policy`` is a plugin object (``select_many``, ``manifest``) at its operating point
+    (:func:`ready_policy`); a reasoner passed in is left open for the caller."""
     # looked up when called, not at import: a test patches it on its module
     from ..reasoners import build_reasoner
 
@@ -82,8 +95,9 @@ def run_eval(
         samples, dataset_name = splits.test, splits.test_name
     if not samples:
         raise ConfigError("nothing to evaluate: no test split (set data.test, or use the embedded benchmark)")
-    if policy_select is None:  # refuse a bad plugin before any work
-        policy_select = build_policy_select(plugin_dir, config, expected_sha256)
+    if policy is None:  # refuse a bad plugin before any work
+        policy = load_policy(plugin_dir, config, expected_sha256)
+    policy_select = policy.select_many if policy is not None else None
     tool_ids = config.tools.tool_ids
     records = records if records is not None else tool_records(config, samples)
     reasoner_config = config.eval_reasoner or config.reasoner
@@ -91,7 +105,7 @@ def run_eval(
     if owned:
         reasoner = build_reasoner(reasoner_config, config.answer_cache_dir, config.tools.max_seconds)
     started = time.perf_counter()
-    methods = list(config.eval.methods) if plugin_dir else [m for m in config.eval.methods if m != "policy"]
+    methods = list(config.eval.methods) if policy is not None else [m for m in config.eval.methods if m != "policy"]
     oracle_size = config.eval.oracle_max_size or (None if len(tool_ids) <= 8 else 2)
     try:
         agentic = agentic_run(config, reasoner_config, reasoner) if set(methods) & set(AGENTIC_METHODS) else None
@@ -110,12 +124,12 @@ def run_eval(
             agentic,
         )
         answered_s, computed = time.perf_counter() - started, reasoner.calls
-        add_seconds(block, results, plugin_dir, answered_s / computed if computed else None)
-        curve = dial_curve(config, policy_select, block, reasoner, samples, records)
+        add_seconds(block, results, policy, answered_s / computed if computed else None)
+        curve = dial_curve(config, policy, block, reasoner, samples, records)
     finally:
         if owned:
             reasoner.close()
-    extra = run_facts(config, reasoner, samples, records, block, plugin_dir)
+    extra = run_facts(config, reasoner, samples, records, block, plugin_dir, policy)
     extra |= {"eval_seconds": round(time.perf_counter() - started, 1), **({"cost_curve": curve} if curve else {})}
     if reasoner.failures > config.eval.max_failed_answers:  # a broken run is not read as a bad model
         last = getattr(reasoner, "last_failure", None)
@@ -141,12 +155,12 @@ def run_eval(
     return metrics
 
 
-def add_seconds(block: dict, results: dict, plugin_dir, answer_s: float | None) -> None:
+def add_seconds(block: dict, results: dict, policy, answer_s: float | None) -> None:
     """Each method's tool-seconds per answer (one by one: the sum of its tools' seconds; side by side on the
     pool: the slowest), from the seconds per clip the plugin measured at export (none without a plugin or
     for a plugin exported before them), and its seconds end to end (selection, tools side by side, one
     answer at this eval's measured seconds per computed answer), as FDB-v3 reports per stage."""
-    seconds = recorded_seconds(read_manifest(plugin_dir)) if plugin_dir else {}
+    seconds = recorded_seconds(policy.manifest) if policy is not None else {}
     for name, result in results.items():
         spent = tool_seconds_of(result.subsets, seconds) if seconds else None
         if spent is None:
@@ -157,9 +171,8 @@ def add_seconds(block: dict, results: dict, plugin_dir, answer_s: float | None) 
             block[name]["end_to_end_s"] = round(select_s + spent["parallel"] + answer_s, 4)
 
 
-def dial_curve(config: RunConfig, policy_select, block: dict, reasoner, samples, records) -> dict | None:
+def dial_curve(config: RunConfig, plugin, block: dict, reasoner, samples, records) -> dict | None:
     """The accuracy-against-tools curve of a router plugin (``eval.cost_curve``), None otherwise."""
-    plugin = getattr(policy_select, "__self__", None)  # the loaded plugin whose select_many this is
     if not (config.eval.cost_curve and "policy" in block and hasattr(plugin, "scores_many")):
         return None
 
@@ -184,9 +197,10 @@ def training_values(config: RunConfig, reasoner, tool_ids) -> tuple[dict, str] |
     return tool_values(tool_ids, train, None, reasoner, tool_records(config, train)) if train else None
 
 
-def run_facts(config: RunConfig, reasoner, samples, records, block: dict, plugin_dir) -> dict:
+def run_facts(config: RunConfig, reasoner, samples, records, block: dict, plugin_dir, policy) -> dict:
     """What metrics.json says beside the accuracies: the data's digest, what answered and how often, the
-    tools' errors, the price check and the plugin evaluated."""
+    tools' errors, the price check and the plugin evaluated (its content hash None while a training run
+    holds it unwritten: the run's metrics.json records the hash it is written with)."""
     facts = {
         "data_digest": data_digest(config),
         "reasoner_fingerprint": reasoner.fingerprint(),
@@ -197,7 +211,6 @@ def run_facts(config: RunConfig, reasoner, samples, records, block: dict, plugin
         "tool_errors": tool_error_counts(samples, records),
         "price_check": price_check(block, config.reward.tool_cost),
     }
-    if plugin_dir:
-        manifest = json.loads((Path(plugin_dir) / "manifest.json").read_text())
-        facts["plugin"] = {"path": str(plugin_dir), "content_hash": manifest["content_hash"]}
+    if policy is not None:
+        facts["plugin"] = {"path": str(plugin_dir), "content_hash": policy.manifest.get("content_hash")}
     return facts

@@ -6,6 +6,11 @@ into ``runs/<name>/`` (config, checkpoints, logs, metrics.json, report.md, plots
 policies plug in a training recipe (:mod:`autagent.policies.router.recipe`, :mod:`autagent.policies.lm.recipe`):
 its ``train``, what it does after training (the router: its back-off fit and training plot) and its
 members' step seconds; lower layers never import this module.
+
+The router's plugin is written once: its back-off is fitted, its certificate made and its evaluation run on
+the plugin held in memory, and the folder is written at the end with the card's table (one content hash per
+run, the one metrics.json records).  The LM's export writes its model folder itself; its card is rewritten
+with the evaluation.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ from tools.pool import ToolPool
 from ..config import ConfigError, RunConfig, save_config
 from ..evaluation.phases import Clock, Phases, timings_of
 from ..evaluation.report import markdown_report
+from ..plugin.manifest import update_card
 from ..policies.lm.plan.report import refusal
+from ..policies.router.export import RouterDraft
 from .certify import certify_run
-from .evaluate import run_eval
+from .evaluate import ready_policy, run_eval
 from .run import Logger, RunContext, data_digest, distributed_state, load_splits, record_event, tool_records
 
 log = logging.getLogger("autagent")
@@ -55,7 +62,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
     recipe = policy_recipe(config.policy.kind)
     try:
         with phases("training"):
-            plugin_dir, summary, selector = recipe.train(ctx, resume)
+            plugin_dir, summary, trained = recipe.train(ctx, resume)
         answers = {"training_asked_s": clocks[0].seconds, "training_computed_s": clocks[1].seconds}
         reasoner = ctx.reasoner
         ctx.record(
@@ -67,22 +74,28 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
         )
         if not state.is_main_process:
             return None
-        recipe.after_training(ctx, plugin_dir, summary, phases)
-        if config.policy.kind == "router" and config.policy.router.table.certify.enabled:
-            with phases("certification"):  # before the evaluation: the plugin's default is the certified point
-                summary["certificate"] = certify_run(ctx, plugin_dir)
-        metrics: dict = {"training": summary, "data_notes": ctx.splits.notes, "data_digest": data_digest(config)}
-        if ctx.splits.test and evaluate:
-            with phases("evaluation"):
-                metrics = evaluate_trained(ctx, plugin_dir, selector) | metrics
-            answers |= {
-                "evaluation_asked_s": clocks[0].seconds - answers["training_asked_s"],
-                "evaluation_computed_s": clocks[1].seconds - answers["training_computed_s"],
-            }
-        from ..plugin.manifest import update_card
-
-        with phases("card"):  # the card gains the run's table
-            content = update_card(plugin_dir, metrics if ctx.splits.test and evaluate else None)
+        draft = trained if isinstance(trained, RouterDraft) else None  # the router's plugin, not yet written
+        try:
+            recipe.after_training(ctx, trained, summary, phases)
+            if draft is not None and config.policy.router.table.certify.enabled:
+                with phases("certification"):  # before the evaluation: the plugin's default is the certified point
+                    summary["certificate"] = certify_run(ctx, draft)
+            metrics: dict = {"training": summary, "data_notes": ctx.splits.notes, "data_digest": data_digest(config)}
+            evaluation = None
+            if ctx.splits.test and evaluate:
+                with phases("evaluation"):
+                    metrics = evaluate_trained(ctx, plugin_dir, trained) | metrics
+                answers |= {
+                    "evaluation_asked_s": clocks[0].seconds - answers["training_asked_s"],
+                    "evaluation_computed_s": clocks[1].seconds - answers["training_computed_s"],
+                }
+                evaluation = metrics
+        except Exception:
+            if draft is not None:  # what was trained is kept: the plugin, without what failed
+                draft.write()
+            raise
+        with phases("card"):  # the plugin written once, its card with the run's table (the LM's: rewritten)
+            content = draft.write(evaluation)["content_hash"] if draft else update_card(plugin_dir, evaluation)
         metrics["plugin"] = {"path": str(plugin_dir), "content_hash": content}
         log.info("plugin: %s (content hash %s)", plugin_dir, content)
     finally:
@@ -93,8 +106,9 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
 
 
 def policy_recipe(kind: str):
-    """The training recipe of ``policy.kind``: a module with ``train(ctx, resume)``, ``after_training(ctx,
-    plugin_dir, summary, phases)`` and ``member_seconds(ctx)``."""
+    """The training recipe of ``policy.kind``: a module with ``train(ctx, resume)`` (the plugin folder, the
+    summary and what was trained: the router's plugin not yet written, the LM's loaded plugin),
+    ``after_training(ctx, trained, summary, phases)`` and ``member_seconds(ctx)``."""
     if kind == "lm":
         from ..policies.lm import recipe
     else:
@@ -156,27 +170,30 @@ def prepare(config: RunConfig, state, phases: Phases, evaluate: bool) -> tuple[R
     return ctx, (asked, computed)
 
 
-def evaluate_trained(ctx: RunContext, plugin_dir, selector) -> dict:
-    """The test split's evaluation right after training, with what is already loaded (the trained policy,
-    the reasoner); a transfer run (``eval_reasoner``) also scores the training reasoner on its own plugin,
-    and ``eval.add_tools`` the same plugin with more tools."""
+def evaluate_trained(ctx: RunContext, plugin_dir, trained) -> dict:
+    """The test split's evaluation right after training, with what is already in memory (the trained plugin,
+    not yet written, or the LM's loaded one; the reasoner); a transfer run (``eval_reasoner``) also scores
+    the training reasoner on its own plugin, and ``eval.add_tools`` the same plugin with more tools."""
     config, splits, records, reasoner, run_dir = ctx.config, ctx.splits, ctx.records, ctx.reasoner, ctx.run_dir
-    select = selector.select_many if selector is not None else None
-    own = {"policy_select": select, "reasoner": reasoner}
+    if isinstance(trained, RouterDraft):
+        policy = ready_policy(trained.open, trained.manifest, config)
+    else:  # the LM's plugin, loaded as its export wrote it, at its own threshold
+        policy = trained
+    own = {"policy": policy, "reasoner": reasoner}
     test = (splits.test, records, splits.test_name)
     if config.eval_reasoner is None:
         metrics = run_eval(config, run_dir, plugin_dir, *test, **own)
     else:  # transfer: the other reasoner, and the training reasoner on its own plugin
-        metrics = run_eval(config, run_dir, plugin_dir, *test, policy_select=select)
+        metrics = run_eval(config, run_dir, plugin_dir, *test, policy=policy)
         self_config = dataclasses.replace(config, eval_reasoner=None)
         metrics["self"] = run_eval(self_config, run_dir / "self", plugin_dir, *test, **own)["methods"]
     if config.eval.add_tools:  # the held-out-tool experiment: the same plugin, more tools
         tools = dataclasses.replace(config.tools, enabled=[*config.tools.tool_ids, *config.eval.add_tools])
         added = dataclasses.replace(config, tools=tools, eval=dataclasses.replace(config.eval, add_tools=[]))
         same_reasoner = reasoner if config.eval_reasoner is None else None
-        methods = run_eval(
-            added, run_dir / "added", plugin_dir, splits.test, None, splits.test_name, reasoner=same_reasoner
-        )["methods"]
+        more = ready_policy(trained.open, trained.manifest, added) if isinstance(trained, RouterDraft) else None
+        test = (splits.test, None, splits.test_name)
+        methods = run_eval(added, run_dir / "added", plugin_dir, *test, policy=more, reasoner=same_reasoner)["methods"]
         metrics["added_tools"] = {"tools": list(config.eval.add_tools), "methods": methods}
     return metrics
 

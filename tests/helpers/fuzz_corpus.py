@@ -565,21 +565,18 @@ def drive_plugins(tally: Tally, folder: Path, fast: bool) -> None:
     import torch
 
     from autagent.api import load
+    from autagent.plugin.manifest import PluginTarget
     from autagent.plugin.trust import content_hash, file_digest
+    from autagent.policies.router.export import RouterParts, export_router
     from autagent.policies.router.features import Featurizer
     from autagent.policies.router.model import Router, RouterConfig
-    from autagent.policies.router.plugin import export_router
 
     featurizer = Featurizer(RouterConfig())
     good = export_router(
-        folder / "good",
-        Router(featurizer.dim, RouterConfig(), 6),
-        featurizer,
-        ("asr", "emotion", "chords", "tempo", "pitch", "sound_events"),
-        "embedded",
-        {},
-        30.0,
-        {},
+        PluginTarget(
+            folder / "good", ("asr", "emotion", "chords", "tempo", "pitch", "sound_events"), "embedded", {}, 30.0, {}
+        ),
+        RouterParts(Router(featurizer.dim, RouterConfig(), 6), featurizer),
     )
     pinned = json.loads((good / "manifest.json").read_text())["content_hash"]
 

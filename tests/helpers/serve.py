@@ -14,9 +14,10 @@ from pathlib import Path
 import httpx
 import torch
 
+from autagent.plugin.manifest import PluginTarget
+from autagent.policies.router.export import RouterParts, export_router
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
-from autagent.policies.router.plugin import export_router
 
 TOOLS = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
 FIXTURES = Path(__file__).resolve().parents[2] / ".cache" / "tests" / "tools"
@@ -30,7 +31,9 @@ def router_plugin(folder: Path, biases, tools=TOOLS) -> Path:
     router = Router(featurizer.dim, RouterConfig(), len(tools))
     with torch.no_grad():
         router.net[-1].bias.copy_(torch.tensor(biases))
-    return export_router(folder, router, featurizer, tools, "embedded", {}, 30.0, {"name": "serve-test"})
+    return export_router(
+        PluginTarget(folder, tools, "embedded", {}, 30.0, {"name": "serve-test"}), RouterParts(router, featurizer)
+    )
 
 
 def chat_message(path, question: str, choices) -> list:

@@ -13,9 +13,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from autagent.plugin.manifest import PluginTarget
+from autagent.policies.router.export import RouterParts, export_router
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
-from autagent.policies.router.plugin import export_router
 
 TOOLS = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events", "speakers")
 FIXTURES = Path(__file__).resolve().parents[2] / ".cache" / "tests" / "tools"
@@ -28,7 +29,10 @@ def plugin(tmp_path_factory):
     router = Router(featurizer.dim, RouterConfig(), len(TOOLS))
     with torch.no_grad():
         router.net[-1].bias.copy_(torch.tensor([5.0, -5.0, -5.0, 5.0, -5.0, -5.0, -5.0]))  # asr and tempo
-    return export_router(tmp_path_factory.mktemp("mcp") / "p", router, featurizer, TOOLS, "embedded", {}, 30.0, {})
+    return export_router(
+        PluginTarget(tmp_path_factory.mktemp("mcp") / "p", TOOLS, "embedded", {}, 30.0, {}),
+        RouterParts(router, featurizer),
+    )
 
 
 def _tools(tmp_path, plugin=None, **options):

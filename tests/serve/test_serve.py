@@ -26,9 +26,10 @@ from helpers.serve import (
     start_service,
 )
 
+from autagent.plugin.manifest import PluginTarget
+from autagent.policies.router.export import RouterParts, export_router
 from autagent.policies.router.features import Featurizer
 from autagent.policies.router.model import Router, RouterConfig
-from autagent.policies.router.plugin import export_router
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -307,7 +308,10 @@ def test_a_failing_tool_drops_only_its_record(tmp_path, melody_wav):
     torch.manual_seed(0)
     featurizer = Featurizer(RouterConfig())
     router = Router(featurizer.dim, RouterConfig(init_bias=4.0), 2)
-    plugin = export_router(tmp_path / "p", router, featurizer, ("tempo", "broken_tool"), "embedded", {}, 30.0, {})
+    plugin = export_router(
+        PluginTarget(tmp_path / "p", ("tempo", "broken_tool"), "embedded", {}, 30.0, {}),
+        RouterParts(router, featurizer),
+    )
     service = start_service(plugin, tmp_path, upstream_timeout_s=5.0)
     try:
         reply = httpx.post(

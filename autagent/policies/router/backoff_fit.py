@@ -2,9 +2,10 @@
 
 Nothing is retrained: from the plugin, its training and dev queries (the familiarity banks and cuts of
 the question and the choices) and phrasings written for calibration and held out of everything else
-(the offset of the zero-shot head's vote), a ``backoff.safetensors`` is added to the plugin and its
-manifest re-hashed.  ``make train`` does it when ``policy.router.backoff`` is set;
-``autagent plugin backoff SRC --out DST`` does it to a copy of an existing plugin.
+(the offset of the zero-shot head's vote), a back-off is fitted (:func:`fit`).  ``make train`` fits it on
+the plugin it holds in memory before writing it, when ``policy.router.backoff`` is set;
+``autagent plugin backoff SRC --out DST`` fits it onto a copy of a shipped plugin, adds
+``backoff.safetensors`` and re-hashes the copy's manifest.
 """
 
 from __future__ import annotations
@@ -13,19 +14,20 @@ import shutil
 from pathlib import Path
 
 import torch
+from safetensors.torch import save_file
 
 from ...data.labelled import load_labelled
-from ...plugin.manifest import check_tools, read_manifest
+from ...plugin.manifest import check_tools, read_manifest, write_manifest
 from ...plugin.trust import PluginError, file_digest
 from .backoff import Backoff, BackoffConfig
-from .plugin import RouterPlugin, attach_backoff, check_encoders
+from .export import backoff_entry
+from .plugin import BACKOFF_FILE, RouterPlugin, check_encoders
 
 
-def fit_backoff(plugin_dir: str | Path, train, dev, config: BackoffConfig | dict) -> dict:
-    """Fit and attach the back-off to the router plugin in ``plugin_dir`` (in place) from the ``train``
-    and ``dev`` samples it trained with and ``config.calibration``; returns what it fitted."""
+def fit(plugin: RouterPlugin, train, dev, config: BackoffConfig | dict) -> tuple[Backoff, dict]:
+    """The back-off of the router ``plugin`` (loaded, or a training run's in memory) fitted from the ``train``
+    and ``dev`` samples it trained with and ``config.calibration``, and what it fitted."""
     config = config if isinstance(config, BackoffConfig) else BackoffConfig(**config)
-    plugin = open_router(plugin_dir)
     featurizer, descriptions = plugin.featurizer, plugin.descriptions
     backoff = Backoff(featurizer.columns, descriptions.shape[1], config)
     cuts = backoff.fit_familiarity(
@@ -53,8 +55,29 @@ def fit_backoff(plugin_dir: str | Path, train, dev, config: BackoffConfig | dict
         "at_offset": calibrated["calibration"],
         "curve": calibrated["curve"],
     }
+    return backoff, summary
+
+
+def fit_backoff(plugin_dir: str | Path, train, dev, config: BackoffConfig | dict) -> dict:
+    """Fit the back-off onto the shipped router plugin in ``plugin_dir`` (in place: :func:`fit`, then
+    :func:`attach_backoff`); returns what it fitted, with the plugin's new content hash."""
+    backoff, summary = fit(open_router(plugin_dir), train, dev, config)
     summary["content_hash"] = attach_backoff(plugin_dir, backoff, summary)
     return summary
+
+
+def attach_backoff(directory: str | Path, backoff: Backoff, summary: dict) -> str:
+    """Write ``backoff.safetensors`` into a verified router plugin, record the back-off's settings and
+    ``summary`` in its manifest, re-hash (and re-sign) it; returns the new content hash."""
+    directory = Path(directory)
+    manifest = read_manifest(directory)
+    if manifest.get("policy") != "router":
+        raise PluginError(f"{directory}: a back-off is for router plugins, this one is {manifest.get('policy')!r}")
+    save_file({k: v.contiguous() for k, v in backoff.state_dict().items()}, directory / BACKOFF_FILE)
+    digest, size = file_digest(directory / BACKOFF_FILE)
+    manifest["files"][BACKOFF_FILE] = {"sha256": digest, "size": size}
+    manifest["backoff"] = backoff_entry(backoff, summary)
+    return write_manifest(directory, manifest)["content_hash"]
 
 
 def backoff_copy(source: str | Path, out: str | Path, train, dev, config: BackoffConfig | dict) -> dict:

@@ -2,93 +2,28 @@
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 from functools import partial
 from pathlib import Path
 
 import torch
 from safetensors import SafetensorError, safe_open
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file
 
 from tools import get_tool
 
 from ...data.sample import Sample
 from ...plugin.dial import Dial, certified_dial, dialled, recorded_seconds
-from ...plugin.manifest import export_plugin, read_manifest, write_manifest
-from ...plugin.trust import PluginError, file_digest
+from ...plugin.trust import PluginError
 from ...reasoners.encoders import AudioEncoder, text_encoder
 from .backoff import Backoff, BackoffConfig
 from .ensemble import build
 from .features import Featurizer
-from .model import RouterConfig
+from .model import RouterConfig, subset_ids
 from .zero_shot import DescriptionHead
 
 HEAD_FILE = "zero_shot.safetensors"
 BACKOFF_FILE = "backoff.safetensors"
-
-
-def export_router(
-    directory: str | Path,
-    router,
-    featurizer,
-    tool_ids,
-    tools_profile: str,
-    tool_settings: dict | None,
-    max_seconds: float | None,
-    training_config: dict,
-    metrics: dict | None = None,
-    head: DescriptionHead | None = None,
-    tool_seconds: dict | None = None,
-    tool_values: dict | None = None,
-    values_source: str | None = None,
-    backoff: tuple | None = None,
-) -> Path:
-    """A router plugin: ``model.safetensors``, the encoders it expects, the descriptions of the tools it
-    trained with and, with ``head``, ``zero_shot.safetensors``, which scores tools added later from
-    their descriptions (so does a ``tool_conditioned`` router's own scorer).  ``tool_seconds``: each
-    tool's measured seconds per clip on the exporting machine (the dial's latency budget reads them);
-    ``tool_values``: each tool's average gain alone over no tool on the training queries (the fixed
-    order an eval's cost curve compares against); ``backoff``: a fitted :class:`Backoff` and its summary
-    (a warm start's, which travels unchanged)."""
-
-    def write(tmp: Path) -> None:
-        save_file({k: v.contiguous() for k, v in router.state_dict().items()}, tmp / "model.safetensors")
-        if head is not None:
-            save_file({k: v.contiguous() for k, v in head.state_dict().items()}, tmp / HEAD_FILE)
-        if backoff is not None:
-            save_file({k: v.contiguous() for k, v in backoff[0].state_dict().items()}, tmp / BACKOFF_FILE)
-
-    return export_plugin(
-        directory,
-        "router",
-        write,
-        tool_ids,
-        tools_profile,
-        tool_settings,
-        max_seconds,
-        {
-            "encoders": featurizer.describe(),
-            "input_dim": featurizer.dim,
-            "policy_config": dataclasses.asdict(router.config),
-            "descriptions": {t: get_tool(t).description for t in tool_ids},
-            "scores_new_tools": head is not None or router.config.scorer == "tool_conditioned",
-            "new_tools": "head"
-            if head is not None and router.config.new_tools == "head"
-            else ("scorer" if router.config.scorer == "tool_conditioned" else None),
-            "training_config": training_config,
-            "metrics": metrics or {},
-            **({"tool_seconds": tool_seconds} if tool_seconds else {}),
-            **({"tool_values": tool_values, "tool_values_source": values_source} if tool_values else {}),
-            **({"backoff": backoff_entry(*backoff)} if backoff is not None else {}),
-        },
-    )
-
-
-def backoff_entry(backoff: Backoff, summary: dict) -> dict:
-    """The manifest's ``backoff``: its settings and what its fit measured, as JSON."""
-    return json.loads(json.dumps({"config": dataclasses.asdict(backoff.config), **summary}))
 
 
 def check_encoders(manifest: dict) -> None:
@@ -101,16 +36,37 @@ def check_encoders(manifest: dict) -> None:
             raise PluginError(f"plugin's {kind} encoder {theirs!r} is not the one installed here {ours!r}")
 
 
-def weights_hold_the_declared_router(directory: Path, declare, ensemble: int) -> None:
+class Weights:
+    """A router plugin's safetensors files by name: read from its folder, or (a plugin built in memory and not
+    yet written, :class:`autagent.policies.router.export.RouterDraft`) the tensors those files will hold."""
+
+    def __init__(self, directory: Path, tensors: dict[str, dict[str, torch.Tensor]] | None = None):
+        self.directory, self.tensors = directory, tensors
+
+    def has(self, name: str) -> bool:
+        return name in self.tensors if self.tensors is not None else (self.directory / name).is_file()
+
+    def load(self, name: str) -> dict[str, torch.Tensor]:
+        return self.tensors[name] if self.tensors is not None else load_file(self.directory / name)
+
+    def shapes(self, name: str) -> list:
+        """Each tensor's shape, from the file's header alone (nothing is read into memory)."""
+        if self.tensors is not None:
+            return [tuple(t.shape) for t in self.tensors[name].values()]
+        try:
+            with safe_open(self.directory / name, framework="pt") as weights:
+                return [weights.get_slice(key).get_shape() for key in weights.keys()]
+        except (SafetensorError, OSError) as err:
+            raise PluginError(f"{self.directory}: {name} is not a safetensors file ({err})") from None
+
+
+def weights_hold_the_declared_router(weights: Weights, declare, ensemble: int) -> None:
     """Refuse a manifest that declares a larger router than ``model.safetensors`` holds, before it is built:
     the sizes (``hidden``, ``ensemble``, the tools) are the manifest's, the file's header is what was hashed.
     A manifest saying ``"hidden": 40000`` beside a 128-wide router's weights once allocated 1.35 GB before
     the load failed.  ``declare()`` builds the router; here it is built on the meta device (no memory)."""
-    try:
-        with safe_open(directory / "model.safetensors", framework="pt") as weights:
-            shapes = [weights.get_slice(key).get_shape() for key in weights.keys()]
-    except (SafetensorError, OSError) as err:
-        raise PluginError(f"{directory}: model.safetensors is not a safetensors file ({err})") from None
+    directory = weights.directory
+    shapes = weights.shapes("model.safetensors")
     if not isinstance(ensemble, int) or ensemble > len(shapes):
         raise PluginError(
             f"{directory}: the manifest declares {ensemble!r} routers; model.safetensors holds {len(shapes)} tensors"
@@ -131,10 +87,12 @@ class RouterPlugin:
     ``extra_tools`` are registered tools the plugin never trained with (``zero_shot_tools``), scored from
     their descriptions by the plugin's zero-shot head, or by a ``tool_conditioned`` router's own scorer
     (``new_tools: scorer``, and plugins exported before the head); the learned tools' selection is the
-    router's, whatever is added."""
+    router's, whatever is added.  ``weights``: the tensors of a plugin built in memory and not yet written
+    (a training run's, :class:`autagent.policies.router.export.RouterDraft`); otherwise its folder's files."""
 
-    def __init__(self, directory: Path, manifest: dict, extra_tools=()):
+    def __init__(self, directory: Path, manifest: dict, extra_tools=(), weights: Weights | None = None):
         self.directory, self.manifest = directory, manifest
+        self.weights = weights or Weights(directory)
         config = dict(manifest["policy_config"], text_model=None)  # the installed encoder, checked above
         config = RouterConfig(**config)
         self.featurizer = Featurizer(config)
@@ -144,7 +102,7 @@ class RouterPlugin:
             )
         self.learned_tools = [t["id"] for t in manifest["tools"]]
         self.zero_shot_tools = [t for t in extra_tools if t not in self.learned_tools]
-        has_head = (directory / HEAD_FILE).is_file()
+        has_head = self.weights.has(HEAD_FILE)
         by_head = bool(self.zero_shot_tools) and config.new_tools == "head" and has_head
         if self.zero_shot_tools and not by_head and config.scorer != "tool_conditioned":
             raise PluginError(
@@ -158,10 +116,10 @@ class RouterPlugin:
         declare = partial(
             build, self.featurizer.dim, config, len(self.learned_tools), descriptions, self.featurizer.columns
         )
-        weights_hold_the_declared_router(directory, declare, config.ensemble)  # before anything is allocated
+        weights_hold_the_declared_router(self.weights, declare, config.ensemble)  # before anything is allocated
         self.router = declare()
         try:
-            self.router.load_state_dict(load_file(directory / "model.safetensors"))
+            self.router.load_state_dict(self.weights.load("model.safetensors"))
         except (RuntimeError, KeyError, OSError) as err:
             raise PluginError(f"{directory}: model.safetensors does not fit the declared router ({err})") from err
         self.head, self.descriptions = None, descriptions
@@ -180,16 +138,16 @@ class RouterPlugin:
         self.seconds = recorded_seconds(manifest)
         self.backoff = None
         """(the :class:`Backoff`, the zero-shot head it reads) when the plugin carries ``backoff.safetensors``."""
-        if (directory / BACKOFF_FILE).is_file():
+        if self.weights.has(BACKOFF_FILE):
             self.backoff = (self.load_backoff(), self.head or self.zero_shot_head())
 
     def zero_shot_head(self) -> DescriptionHead:
         """The plugin's zero-shot head, ready for this plugin's tools (learned, then added)."""
-        if not (self.directory / HEAD_FILE).is_file():
+        if not self.weights.has(HEAD_FILE):
             raise PluginError(f"{self.directory}: no zero-shot head ({HEAD_FILE}: plugins exported before it)")
         head = DescriptionHead(self.featurizer.columns, self.descriptions.shape[1])
         try:
-            head.load_state_dict(load_file(self.directory / HEAD_FILE))
+            head.load_state_dict(self.weights.load(HEAD_FILE))
         except (RuntimeError, KeyError, OSError) as err:
             raise PluginError(f"{self.directory}: {HEAD_FILE} does not fit the declared router ({err})") from err
         head.prepare(self.descriptions)
@@ -200,7 +158,7 @@ class RouterPlugin:
         try:
             config = BackoffConfig(**self.manifest["backoff"]["config"])
             backoff = Backoff(self.featurizer.columns, self.descriptions.shape[1], config)
-            backoff.load_state_dict(load_file(self.directory / BACKOFF_FILE))
+            backoff.load_state_dict(self.weights.load(BACKOFF_FILE))
         except (RuntimeError, KeyError, OSError, TypeError, ValueError) as err:
             raise PluginError(f"{self.directory}: {BACKOFF_FILE} does not fit its manifest entry ({err})") from err
         return backoff
@@ -223,7 +181,12 @@ class RouterPlugin:
         return chosen, probs[:, : chosen.shape[1]]
 
     def select_many(self, samples) -> list[tuple[str, ...]]:
-        """Per query, the tools the plugin calls: the threshold's, or the dial's point on the same ranking."""
+        """Per query, the tools the plugin calls: the threshold's, or the dial's point on the same ranking (the
+        threshold's alone needs no ranking: the router runs once)."""
+        if self.dial is None or not self.dial.active:
+            features = self.featurizer.of_samples(samples)
+            chosen = select_with_head(self.router, self.head, features, self.descriptions, self.backoff)
+            return [subset_ids(row, self.tools) for row in chosen]
         chosen, probs = self.scores_many(samples)
         return dialled(chosen, probs, self.tools, self.dial, self.seconds)
 
@@ -270,20 +233,6 @@ class RouterPlugin:
         for tool in self.tools:
             out["tools"][tool] = {"called": tool in called, **out["tools"][tool]}
         return out
-
-
-def attach_backoff(directory: str | Path, backoff: Backoff, summary: dict) -> str:
-    """Write ``backoff.safetensors`` into a verified router plugin, record the back-off's settings and
-    ``summary`` in its manifest, re-hash (and re-sign) it; returns the new content hash."""
-    directory = Path(directory)
-    manifest = read_manifest(directory)
-    if manifest.get("policy") != "router":
-        raise PluginError(f"{directory}: a back-off is for router plugins, this one is {manifest.get('policy')!r}")
-    save_file({k: v.contiguous() for k, v in backoff.state_dict().items()}, directory / BACKOFF_FILE)
-    digest, size = file_digest(directory / BACKOFF_FILE)
-    manifest["files"][BACKOFF_FILE] = {"sha256": digest, "size": size}
-    manifest["backoff"] = backoff_entry(backoff, summary)
-    return write_manifest(directory, manifest)["content_hash"]
 
 
 def select_with_head(

@@ -21,17 +21,17 @@ import torch
 from tools import get_tool
 
 from ...data.progress import progress as tqdm
-from .. import export_fields
+from .. import export_target
 from .answers import AnswerSource
-from .backoff_fit import fit_backoff
+from .backoff_fit import fit
 from .config import RouterGRPOConfig
 from .costs import tool_seconds, tool_values
 from .crossval import apply, candidates, cross_validate
 from .ensemble import RouterEnsemble
+from .export import RouterDraft, RouterParts, draft_router
 from .features import Featurizer
 from .model import Router, RouterConfig
 from .plots import member_step_seconds, plot_training
-from .plugin import export_router
 from .table import AnswerTable, Budget, BudgetError, held_out_ids
 from .train import RouterTrainer, TrainingRun
 from .warm import WarmStart, load_warm_start
@@ -148,9 +148,10 @@ class Queries:
         )
 
 
-def train(ctx, resume: bool = False) -> tuple[Path, dict, None]:
-    """Start the policy, fill the table, cross-validate, train the members, fit the head, export.
-    ``ctx`` is the recipe's :class:`autagent.recipes.run.RunContext`; returns (plugin folder, summary, None)."""
+def train(ctx, resume: bool = False) -> tuple[Path, dict, RouterDraft]:
+    """Start the policy, fill the table, cross-validate, train the members, fit the head, make the plugin.
+    ``ctx`` is the recipe's :class:`autagent.recipes.run.RunContext`; returns (plugin folder, summary, the
+    plugin in memory, which the run writes once it is certified and evaluated)."""
     start = PolicyStart.of(ctx)
     torch.manual_seed(start.seed(0))  # as before ensembles: a single router's draws are unchanged
     queries, summary = training_queries(ctx, start.featurizer)
@@ -161,8 +162,8 @@ def train(ctx, resume: bool = False) -> tuple[Path, dict, None]:
     summary.update(run_summary(ctx, start, runs, queries.budget, price))
     policy = runs[0][0] if start.members == 1 else RouterEnsemble([r for r, _, _ in runs])
     head = fit_head(start, policy, queries, summary)
-    plugin_dir = export(ctx, start, policy, head, queries, summary)
-    return plugin_dir, summary, None  # the recipe loads the exported plugin itself: it is cheap and checks it
+    draft = export(ctx, start, policy, head, queries, summary)
+    return draft.directory, summary, draft
 
 
 def training_queries(ctx, featurizer: Featurizer) -> tuple[Queries, dict]:
@@ -271,38 +272,31 @@ def fit_head(start: PolicyStart, policy, queries: Queries, summary: dict):
     return head
 
 
-def export(ctx, start: PolicyStart, policy, head, queries: Queries, summary: dict) -> Path:
-    """The plugin, with a warm start's back-off, each tool's measured seconds (the dial's latency budget)
-    and its average value on the training queries (the fixed-order curve a user could build without
+def export(ctx, start: PolicyStart, policy, head, queries: Queries, summary: dict) -> RouterDraft:
+    """The plugin in memory, with a warm start's back-off, each tool's measured seconds (the dial's latency
+    budget) and its average value on the training queries (the fixed-order curve a user could build without
     learning)."""
     values, values_source = None, None  # without a table, each tool alone is asked of every training query:
     if queries.table is not None or ctx.config.eval.cost_curve:  # only when an eval's cost curve is to read them
         values, values_source = tool_values(ctx.tool_ids, queries.samples, queries.table, ctx.reasoner, ctx.records)
     inherited = start.source.manifest.get("tool_seconds") if start.source is not None else None
-    costs = {"tool_seconds": tool_seconds(ctx.pool, ctx.tool_ids, inherited), "tool_values": values}
     backoff = None
     if start.source is not None and start.source.backoff is not None:  # a warm start's travels unchanged
         kept = {k: v for k, v in start.source.manifest["backoff"].items() if k != "config"}
         backoff = (start.source.backoff, kept)
-    fields = export_fields(ctx, summary)
-    return export_router(
-        router=policy,
-        featurizer=start.featurizer,
-        head=head,
-        **costs,
-        **fields,
-        values_source=values_source,
-        backoff=backoff,
-    )
+    seconds = tool_seconds(ctx.pool, ctx.tool_ids, inherited)
+    parts = RouterParts(policy, start.featurizer, head, seconds, values, values_source, backoff)
+    return draft_router(export_target(ctx, summary), parts)
 
 
-def after_training(ctx, plugin_dir: Path, summary: dict, phases) -> None:
-    """The back-off, fitted on the exported plugin (not trained; a warm start keeps its source's), and the
+def after_training(ctx, draft: RouterDraft, summary: dict, phases) -> None:
+    """The back-off, fitted on the plugin in memory (not trained; a warm start keeps its source's), and the
     training plot (``training.png``)."""
     config = ctx.config
     if config.policy.router.backoff and not config.policy.init_from:
         with phases("back-off fit"):
-            fitted = fit_backoff(plugin_dir, ctx.splits.train, ctx.splits.dev, config.policy.router.backoff)
+            backoff, fitted = fit(draft.open(), ctx.splits.train, ctx.splits.dev, config.policy.router.backoff)
+            draft.attach_backoff(backoff, fitted)
         summary["backoff"] = {k: v for k, v in fitted.items() if k != "curve"}
 
     with phases("training plot"):
