@@ -101,7 +101,10 @@ def test_a_certificate_names_the_cheapest_point_that_provably_loses_nothing(tmp_
     got = certify(plugin, samples, records, reasoner, TOOLS, CertifyConfig(enabled=True, eps=0.05))
     # All-Tools is wrong everywhere, K = 1 and K = 2 right everywhere: every point passes, K = 1 is cheapest
     assert got["certified"] and got["label"] == "K=1" and got["point"] == {"tools": 1}
-    assert got["n"] == 30 and got["all_tools_accuracy"] == 0.0 and got["accuracy"] == 1.0
+    assert got["n"] == 30 and got["all_tools_accuracy"] == 0.0 and got["accuracy"] == 1.0 and got["avg_tools"] == 1.0
+    from autagent.plugin.card import certificate_lines
+
+    assert certificate_lines(got)[0].startswith("certificate: K=1 (1.00 tools a query) loses at most 5.0 points")
     assert got["difference"] == 1.0 and got["lower_bound"] > 0.8
     assert [r["label"] for r in got["tested"]] == ["threshold", "K=2", "K=1"]  # dearest first
     assert got["tool_seconds"]["serial"] < got["all_tools_seconds"]["serial"] == 1.6

@@ -91,7 +91,7 @@ def certificate_lines(certificate: dict) -> list[str]:
         else ""
     )
     return [
-        f"certificate: {c['label']} ({c['avg_tools'] if 'avg_tools' in c else '?'} tools a query) loses at most "
+        f"certificate: {c['label']} ({c['avg_tools']:.2f} tools a query) loses at most "
         f"{100 * c['eps']:.1f} points against All-Tools ({level}; observed {100 * c['difference']:+.1f}, "
         f"lower bound {100 * c['lower_bound']:+.1f}{share}); serve, select and eval use it unless told otherwise"
     ]

@@ -146,6 +146,7 @@ def certify(plugin, samples, records, reasoner, tool_ids, cfg: CertifyConfig) ->
         "certified": best is not None,
         "point": best["point"] if best else {"tools": len(tool_ids)},
         "label": best["label"] if best else "every tool (nothing certified)",
+        "avg_tools": best["avg_tools"] if best else float(len(tool_ids)),
         "eps": cfg.eps,
         "confidence": cfg.confidence,
         "n": n,
