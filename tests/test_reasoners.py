@@ -271,6 +271,7 @@ def test_openai_reasoner_retries_with_backoff_counts_errors_and_caches_only_answ
         max_concurrency=4,
         max_retries=2,
         timeout_s=0.5,
+        pacing="fixed",  # every try within 0.5 s (adaptive pacing lengthens a timed-out one's: tests/test_pacing.py)
     )
     inner = OpenAIReasoner(config)
     cached = CachedReasoner(inner, tmp_path)

@@ -2,13 +2,14 @@
 text model that knows the clip only through the tool records (``audio: drop``: the cascade over HTTP,
 its choices scored from prompt log-probabilities with ``scoring: logprobs``, :mod:`.served_scoring`).
 
-The client is the ``openai`` SDK's :class:`~openai.AsyncOpenAI`: its bounded retries with
-exponential back-off on 408/409/429/5xx, timeouts and dropped connections, honouring
-``Retry-After``, and its per-request timeout.  On top of it, a 200 whose body is not a chat
-completion (junk, HTML, a truncated body) is retried the same number of times, which the SDK does
-not do.  Requests run concurrently under a semaphore (``max_concurrency``), and a request's payload
-(the clip as base64 WAV) is built only once it holds the semaphore, so at most that many exist at
-once.  A request that still fails, or whose reply is malformed, is a
+The client is the ``openai`` SDK's :class:`~openai.AsyncOpenAI`; retries and timeouts are the
+:class:`~.pacing.Pacer`'s: it sizes each request's timeout, and how many requests are in flight (and
+how many prompts each carries), by the server's measured speed, sends a timed-out request again only
+once the server is done with what it was given, and retries what the SDK would (408/409/429/5xx,
+dropped connections, with back-off and ``Retry-After``) and a 200 whose body is not a chat completion
+(junk, HTML, a truncated body), ``max_retries`` times (``pacing``; its summary is in ``where``).  A
+request's payload (the clip as base64 WAV) is built only once it is sent, so at most as many exist as
+requests are in flight.  A request that still fails, or whose reply is malformed, is a
 :class:`~autagent.reasoners.base.Reply` with an ``error`` for that item alone: counted, and never
 cached as an answer; every other item's reply is given to ``on_reply`` as it arrives (the answer cache
 keeps it then: a run stopped mid-batch has paid for nothing it must ask again).  The API key is read
@@ -31,7 +32,8 @@ from ..data.sample import Sample
 from .base import Reply, fingerprint_of
 from .cascade import LAYOUT_VERSION, CascadeReasonerConfig
 from .cascade.layout import record_lines
-from .openai_http import client, failure_name
+from .openai_http import client, failure_name  # noqa: F401 - failure_name: tool_loop imports it from here
+from .pacing import Pacer, Retry, Unanswered
 from .prompts import format_choices, render
 from .served_scoring import NoPromptLogprobs, ServedScorer
 
@@ -39,6 +41,10 @@ log = logging.getLogger(__name__)
 
 
 AUDIO_MODES = ("send", "drop")
+PACINGS = ("adaptive", "fixed")
+AUDIO_TOKENS = 750
+"""What a clip costs a served audio model, as the pacer counts it: Qwen2-Audio's 25 tokens a second for
+the 30 s a clip is cut at (an upper bound: a request is never given too little time for it)."""
 SCORINGS = ("text", "logprobs")
 DROPPED = (
     "{records}Question: {question}\nChoices:\n{choices}\nAnswer with the exact text of one choice and nothing else."
@@ -58,12 +64,23 @@ class OpenAIConfig:
     audio_format: str = "input_audio"
     """input_audio (OpenAI) or audio_url (vLLM data URL)."""
     max_concurrency: int = 8
-    """Requests in flight at once."""
+    """The most requests in flight at once (pacing adaptive: it starts at one and grows while the server
+    keeps up, and halves when a request is slow or times out)."""
     timeout_s: float = 60.0
-    """Per request."""
+    """A request's timeout before the server's speed is known, and the least it ever gets; pacing adaptive:
+    then three times what the prompt tokens in flight take at the speed measured (up to max_timeout_s), and
+    a request answered after more than half of it is slow (fewer at once)."""
+    max_timeout_s: float = 600.0
+    """The most a request is given however many tokens it carries (pacing adaptive): a server that answers
+    nothing in this time is stuck."""
+    pacing: str = "adaptive"
+    """adaptive: requests at once, prompts a request and timeouts follow the server's measured speed
+    (autagent/reasoners/pacing.py); fixed: max_concurrency requests of prompts_per_request prompts, each
+    within timeout_s (a server whose capacity is known, a paid API's rate limit). Either way a timed-out
+    request is sent again only once the server is done with what it was given."""
     max_retries: int = 3
-    """Retries per request (429, 5xx, timeouts, resets: the SDK's own back-off and Retry-After; a malformed
-    body: ours); then the request is an error."""
+    """Retries per request (a timeout once the server is done with it; 408, 409, 429, 5xx, a dropped
+    connection after a back-off, Retry-After where given; a 200 that is no completion); then an error."""
     temperature: float = 0.0
     """Sampling temperature."""
     max_tokens: int = 32
@@ -80,9 +97,9 @@ class OpenAIConfig:
     """Clips are sent at this rate (Hz), the rate the served audio model reads (Qwen2-Audio's 16 kHz): vLLM's
     CPU build cannot resample a clip itself (no torchaudio for its torch), and a smaller clip travels faster."""
     prompts_per_request: int = 16
-    """With scoring: logprobs: prompts (one per choice) sent in one /v1/completions request (each within
-    timeout_s: a CPU vLLM scores about 200 prompt tokens a second on a busy core, every token's full
-    log-softmax included)."""
+    """With scoring: logprobs: the most prompts (one per choice) sent in one /v1/completions request (pacing
+    adaptive: fewer where the server is measured slow: a CPU vLLM scores a few hundred prompt tokens a
+    second, every token's full log-softmax included)."""
 
     def __post_init__(self):
         if self.audio_format not in ("input_audio", "audio_url"):
@@ -103,6 +120,24 @@ class OpenAIConfig:
             raise ValueError("reasoner.openai: sample_rate in [8000, 48000] Hz and prompts_per_request >= 1")
         if self.max_retries < 0 or self.timeout_s <= 0 or self.max_concurrency < 1:
             raise ValueError("reasoner.openai: max_retries >= 0, timeout_s > 0 and max_concurrency >= 1")
+        if self.pacing not in PACINGS:
+            raise ValueError(f"reasoner.openai.pacing must be one of {list(PACINGS)}, got {self.pacing!r}")
+        if not self.max_timeout_s >= self.timeout_s:
+            raise ValueError(
+                f"reasoner.openai.max_timeout_s ({self.max_timeout_s:g}) must be at least timeout_s "
+                f"({self.timeout_s:g})"
+            )
+
+    def pacer(self) -> Pacer:
+        """The pacing these settings ask for (one per reasoner: what it measures carries over)."""
+        return Pacer(
+            self.max_concurrency,
+            self.prompts_per_request,
+            self.timeout_s,
+            self.max_timeout_s,
+            self.max_retries,
+            self.pacing == "adaptive",
+        )
 
 
 def wav_base64(path: str, sample_rate: int = 16000) -> str:
@@ -141,9 +176,12 @@ class OpenAIReasoner:
         self.config, self.layout = config, layout or CascadeReasonerConfig()
         self.failures = 0
         self.scored = None
+        self.pacer = config.pacer()
+        self.says_idle: bool | None = None
+        """Whether the server says when it is idle (vLLM's /metrics): a pacer drains by it after a timeout."""
         if config.scoring == "logprobs":
             root = config.base_url.rstrip("/").removesuffix("/v1")
-            self.scored = ServedScorer(root, config.model, self.layout, config.prompts_per_request)
+            self.scored = ServedScorer(root, config.model, self.layout)
         self.scoring_used: str | None = None if self.scored is not None else "text"
         """logprobs or text once known (the first request to the server tells)."""
         self.fingerprinted_as: str | None = None
@@ -155,7 +193,7 @@ class OpenAIReasoner:
         c = self.config
         scoring = self.scoring_used or f"{c.scoring} (not asked yet)"
         because = f": {self.fallback}" if self.fallback else ""
-        return f"{c.base_url} (model {c.model}, audio {c.audio}, scoring {scoring}{because})"
+        return f"{c.base_url} (model {c.model}, audio {c.audio}, scoring {scoring}{because}; {self.pacer.summary()})"
 
     def fingerprint(self) -> str:
         c = self.config
@@ -178,22 +216,46 @@ class OpenAIReasoner:
 
     async def _with_client(self, work, *args):
         c = self.config
-        async with client(c.base_url, c.api_key_env, c.max_retries, c.timeout_s) as api:
-            return await work(api, *args)
+        # the pacer retries (the SDK's would run inside one request's timeout) and times each request: the
+        # SDK's own timeout is the ceiling
+        async with client(c.base_url, c.api_key_env, 0, max(c.timeout_s, c.max_timeout_s)) as api:
+            self.pacer.idle = (lambda: self._idle(api)) if self.says_idle is not False else None
+            try:
+                return await work(api, *args)
+            finally:
+                self.pacer.idle = None
 
-    async def _probe(self, api) -> None:
-        """Whether the server scores choices (``scoring_used``); a server that cannot be reached leaves it
-        undecided (the next request asks again)."""
+    async def _idle(self, api) -> bool | None:
+        """Whether the server has no request running or waiting, from vLLM's ``/metrics`` (its gauges
+        ``vllm:num_requests_running`` and ``_waiting``); None where it does not say (then never asked again)."""
         import openai
 
+        url = self.config.base_url.rstrip("/").removesuffix("/v1") + "/metrics"
         try:
-            await self.scored.probe(api)
+            text = await api.get(url, cast_to=str, options={"timeout": self.config.timeout_s, "max_retries": 0})
+            busy = [
+                float(line.rsplit(" ", 1)[1])
+                for line in str(text).splitlines()
+                if line.split("{")[0].split(" ")[0] in ("vllm:num_requests_running", "vllm:num_requests_waiting")
+            ]
+        except (openai.APIError, ValueError, IndexError):
+            busy = []
+        self.says_idle = bool(busy)
+        return (sum(busy) == 0) if busy else None
+
+    async def _probe(self, api) -> str | None:
+        """Whether the server scores choices (``scoring_used``); a server that cannot be reached leaves it
+        undecided (the next request asks again): then why, else None."""
+        try:
+            await self.scored.probe(api, self.pacer)
             self.scoring_used = "logprobs"
         except NoPromptLogprobs as err:
             self.scoring_used, self.fallback = "text", str(err)
             log.warning("openai reasoner: %s: scoring choices by the generated text instead", err)
-        except openai.APIError as err:
+        except Unanswered as err:
             log.warning("openai reasoner: cannot ask %s whether it scores choices: %s", self.config.base_url, err)
+            return str(err)
+        return None
 
     def audio_part(self, path: str) -> dict:
         """The clip as a message content part: OpenAI's ``input_audio`` or vLLM's ``audio_url`` data URL."""
@@ -215,49 +277,61 @@ class OpenAIReasoner:
             "messages": [{"role": "user", "content": content}],
         }
 
-    async def _one(self, api, semaphore, sample: Sample, records) -> Reply:
-        import openai
+    def cost(self, sample: Sample, records) -> int:
+        """The prompt tokens a chat request puts before the server, as the pacer counts them: its text at
+        four characters a token, :data:`AUDIO_TOKENS` for a clip, and the reply's tokens."""
+        if self.config.audio == "drop":
+            text = dropped_text(sample, records, self.layout.max_items)
+        else:
+            text = render(sample.question, sample.choices, records)
+        return len(text) // 4 + (AUDIO_TOKENS if self.config.audio == "send" else 0) + self.config.max_tokens
 
-        problem = "no attempt"
-        async with semaphore:
-            try:
-                body = self.payload(sample, records)  # built now: at most max_concurrency payloads exist at once
-            except AudioError as err:
-                return Reply(None, f"audio: {err}")
-            for attempt in range(self.config.max_retries + 1):
-                try:
-                    raw = await api.chat.completions.with_raw_response.create(**body)
-                    return Reply(reply_text(json.loads(raw.http_response.text)))
-                except openai.APIError as err:  # the SDK already retried what can be retried
-                    problem = failure_name(err)
-                    break
-                except (ValueError, TypeError, AttributeError) as err:  # a 200 that is no chat completion
-                    problem = f"malformed response: {err}"
-                if attempt < self.config.max_retries:
-                    log.warning(
-                        "openai reasoner: %s for sample %s (attempt %d), retrying", problem, sample.id, attempt + 1
-                    )
-        log.warning("openai reasoner: giving up on sample %s: %s", sample.id, problem)
-        return Reply(None, problem)
+    async def _one(self, api, timeout: float, sample: Sample, records) -> Reply:
+        """One attempt at a chat request (``timeout``: the pacer's for it); :class:`~.pacing.Retry` for a
+        200 that is no chat completion."""
+        try:
+            body = self.payload(sample, records)  # built now: at most as many payloads as requests in flight
+        except AudioError as err:
+            return Reply(None, f"audio: {err}")
+        raw = await api.chat.completions.with_raw_response.create(**body)
+        try:
+            return Reply(reply_text(json.loads(raw.http_response.text)))
+        except (ValueError, TypeError, AttributeError) as err:  # a 200 that is no chat completion
+            log.warning("openai reasoner: malformed response for sample %s: %s", sample.id, err)
+            raise Retry(f"malformed response: {err}") from None
 
     async def _many(self, api, requests, on_reply=None):
-        semaphore = asyncio.Semaphore(self.config.max_concurrency)
         if self.scored is not None and self.scoring_used is None:
-            await self._probe(api)
+            problem = await self._probe(api)
+            if problem is not None:  # undecided: no answer of either kind (the cache is named for one)
+                return [Reply(None, f"cannot ask the server whether it scores choices: {problem}")] * len(requests)
         if self.fingerprinted_as is not None and self.scoring_used not in (None, self.fingerprinted_as):
             # answers of the other kind must not go to the cache named for this one: a new run decides afresh
             problem = f"the server changed its answer to whether it scores choices ({self.where}): start again"
             return [Reply(None, problem)] * len(requests)
         if self.scoring_used == "logprobs":
-            return await self.scored.answer_many(api, semaphore, requests, on_reply)
+            return await self.scored.answer_many(api, self.pacer, requests, on_reply)
+        replies: list[Reply | None] = [None] * len(requests)
 
-        async def one(i, sample, records):
-            reply = await self._one(api, semaphore, sample, records)
+        def give(i: int, reply: Reply) -> None:
+            if reply.error is not None:
+                log.warning("openai reasoner: giving up on sample %s: %s", requests[i][0].id, reply.error)
+            replies[i] = reply
             if on_reply is not None:
                 on_reply(i, reply)
-            return reply
 
-        return await asyncio.gather(*(one(i, s, r) for i, (s, r) in enumerate(requests)))
+        async def send(units, timeout):
+            (i,) = units
+            give(i, await self._one(api, timeout, *requests[i]))
+
+        costs = [self.cost(sample, records) for sample, records in requests]
+
+        def fail(units, problem):
+            for unit in units:
+                give(unit, Reply(None, problem))
+
+        await self.pacer.run(costs, send, fail, grouped=False)
+        return replies
 
     streams_replies = True
     """:meth:`answer_many` gives each reply to ``on_reply`` as it arrives (the answer cache keeps it then)."""

@@ -6,8 +6,9 @@ prompt of record lines and the question.  A server that echoes every prompt toke
 served model: each prompt is laid out by the cascade's own :func:`.cascade.layout.lay_out`, with the
 server's tokenizer (vLLM's ``/tokenize``, each distinct piece asked once and kept), and every
 ``prompt + choice`` is sent as token ids, so the tokens scored are the in-process cascade's, piece for
-piece (no tokenisation of the text at the prompt's boundary).  The prompts of a batch go as lists,
-``prompts_per_request`` to a request, and the requests run ``max_concurrency`` at a time.
+piece (no tokenisation of the text at the prompt's boundary).  The prompts of a batch go as lists, as
+many to a request and as many requests at once as the :class:`~.pacing.Pacer` says (at most
+``prompts_per_request`` and ``max_concurrency``; fewer where the server is measured slow).
 
 A server that cannot (no ``/tokenize``, no echoed log-probabilities: OpenAI's API) is told apart by
 :meth:`ServedScorer.probe`, the first request; the reasoner then answers with generated text and says so.
@@ -29,7 +30,7 @@ from tools.memo import BoundedMemo
 
 from .base import Reply
 from .cascade.layout import Calibration, lay_out, neutral
-from .openai_http import failure_name
+from .pacing import Pacer, Unanswered
 
 log = logging.getLogger(__name__)
 
@@ -70,18 +71,29 @@ class ServedTokenizer:
             raise NoPromptLogprobs("the server's /tokenize answers no token ids")
         return tokens
 
-    async def start(self, api) -> list[int]:
+    async def start(self, api, pacer: Pacer) -> list[int]:
         """The tokens the server puts before a prompt (the BOS): ``"a"`` with and without them."""
         if self.bos is None:
-            plain, special = await self.tokenize(api, "a"), await self.tokenize(api, "a", special=True)
+            plain = await pacer.one(0, lambda: self.tokenize(api, "a"))
+            special = await pacer.one(0, lambda: self.tokenize(api, "a", special=True))
             self.bos = special[: len(special) - len(plain)] if special[len(special) - len(plain) :] == plain else []
         return self.bos
 
-    async def laid_out(self, api, build, semaphore):
-        """``build(encode)`` with every text it encodes known: built again after asking the texts it
-        missed (a budget cut asks the cut mark only once a line is known to overflow)."""
-        import asyncio
+    async def ask(self, api, texts: list[str], pacer: Pacer) -> None:
+        """Each of ``texts`` tokenized and kept, a request each; :class:`~.pacing.Unanswered` if one is not."""
+        failed: list[str] = []
 
+        async def one(units, timeout):
+            self.known[texts[units[0]]] = await self.tokenize(api, texts[units[0]])
+
+        await pacer.run([0] * len(texts), one, lambda units, problem: failed.append(problem), grouped=False)
+        if failed:
+            raise Unanswered(failed[0])
+
+    async def laid_out(self, api, build, pacer: Pacer):
+        """``build(encode)`` with every text it encodes known: built again after asking the texts it
+        missed (a budget cut asks the cut mark only once a line is known to overflow);
+        :class:`~.pacing.Unanswered` when the server did not tokenize one."""
         missing: set[str] = set()
 
         def encode(text: str) -> list[int]:
@@ -97,11 +109,7 @@ class ServedTokenizer:
             if not missing:
                 return built
 
-            async def ask(text):
-                async with semaphore:
-                    self.known[text] = await self.tokenize(api, text)
-
-            await asyncio.gather(*(ask(text) for text in list(missing)))
+            await self.ask(api, list(missing), pacer)
         raise RuntimeError("the layout kept asking for new texts")
 
 
@@ -109,24 +117,31 @@ class ServedScorer:
     """Choices scored as the in-process cascade scores them (``layout``: its
     :class:`~.cascade.CascadeReasonerConfig`: records per line, prompt budget, calibration), over HTTP."""
 
-    def __init__(self, root_url: str, model: str, layout, prompts_per_request: int):
-        self.model, self.layout, self.per_request = model, layout, prompts_per_request
+    def __init__(self, root_url: str, model: str, layout):
+        self.model, self.layout = model, layout
         self.tokenizer = ServedTokenizer(root_url, model)
         self.calibration = Calibration(layout.neutral_cache_size)
 
-    async def probe(self, api) -> None:
-        """Raise :class:`NoPromptLogprobs` unless the server tokenizes and echoes a prompt's log-probabilities."""
+    async def probe(self, api, pacer: Pacer) -> None:
+        """Raise :class:`NoPromptLogprobs` unless the server tokenizes and echoes a prompt's log-probabilities
+        (:class:`~.pacing.Unanswered` when it does not answer); the first speed the pacer measures."""
         import openai
 
-        bos, prompt = await self.tokenizer.start(api), self.layout.neutral_prompt
-        self.tokenizer.known[prompt] = await self.tokenizer.tokenize(api, prompt)
+        bos, prompt = await self.tokenizer.start(api, pacer), self.layout.neutral_prompt
+        self.tokenizer.known[prompt] = await pacer.one(0, lambda: self.tokenizer.tokenize(api, prompt))
         ids = bos + self.tokenizer.known[prompt]
-        try:
-            await self.echo(api, [ids])
-        except (openai.BadRequestError, openai.NotFoundError, openai.UnprocessableEntityError) as err:
-            raise NoPromptLogprobs(f"the server refuses echoed log-probabilities (HTTP {err.status_code})") from None
-        except ValueError as err:
-            raise NoPromptLogprobs(str(err)) from None
+
+        async def echoed():
+            try:
+                await self.echo(api, [ids])
+            except (openai.BadRequestError, openai.NotFoundError, openai.UnprocessableEntityError) as err:
+                raise NoPromptLogprobs(
+                    f"the server refuses echoed log-probabilities (HTTP {err.status_code})"
+                ) from None
+            except ValueError as err:
+                raise NoPromptLogprobs(str(err)) from None
+
+        await pacer.one(len(ids), echoed)
 
     async def echo(self, api, prompts: list[list[int]]) -> list[list[float | None]]:
         """Each prompt's tokens' log-probabilities as the server echoes them (``ValueError`` if it does not)."""
@@ -142,13 +157,9 @@ class ServedScorer:
             raise ValueError("the server echoes no prompt log-probabilities")
         return rows
 
-    async def _score(self, api, semaphore, prompts, done=None) -> list[list[float | str]]:
+    async def _score(self, api, pacer: Pacer, prompts, done=None) -> list[list[float | str]]:
         """Each prompt's choices' summed log-likelihoods (or, where its request failed or its reply was
         spoiled, the failure); ``done(p, row)`` is called for prompt ``p`` once its last request is in."""
-        import asyncio
-
-        import openai
-
         flat = [
             (p, c, [t for _, piece in prompt.pieces for t in piece] + ids, len(ids))
             for p, prompt in enumerate(prompts)
@@ -157,39 +168,49 @@ class ServedScorer:
         out: list[list[float | str]] = [[0.0] * len(prompt.choices) for prompt in prompts]
         left = Counter(p for p, *_ in flat)
 
-        async def request(chunk):
-            async with semaphore:
-                try:
-                    rows = await self.echo(api, [ids for _, _, ids, _ in chunk])
-                except openai.APIError as err:
-                    rows = [failure_name(err)] * len(chunk)
-                except ValueError as err:
-                    rows = [f"malformed response: {err}"] * len(chunk)
-            for (p, c, ids, k), row in zip(chunk, rows):
+        def record(units, rows) -> None:
+            for (p, c, ids, k), row in zip((flat[u] for u in units), rows):
                 out[p][c] = row if isinstance(row, str) else summed(row[len(ids) - k : len(ids)], k)
                 left[p] -= 1
                 if not left[p] and done is not None:
                     done(p, out[p])
 
-        step = self.per_request
-        await asyncio.gather(*(request(flat[i : i + step]) for i in range(0, len(flat), step)))
+        async def send(units, timeout):
+            try:
+                rows = await self.echo(api, [flat[u][2] for u in units])
+            except ValueError as err:
+                rows = [f"malformed response: {err}"] * len(units)
+            record(units, rows)
+
+        await pacer.run(
+            [len(ids) for _, _, ids, _ in flat], send, lambda units, problem: record(units, [problem] * len(units))
+        )
         return out
 
-    async def answer_many(self, api, semaphore, requests, on_reply=None) -> list[Reply]:
+    async def answer_many(self, api, pacer: Pacer, requests, on_reply=None) -> list[Reply]:
         """Replies to ``(sample, records)`` requests: the best choice and every choice's score, or, for a
         question without choices, the model's greedy continuation up to the first line break; each also
-        given to ``on_reply(index, reply)`` as soon as it is known."""
-        import asyncio
+        given to ``on_reply(index, reply)`` as soon as it is known (every one an error when the server
+        did not tokenize what the layout needs)."""
+        try:
+            return await self._answer_many(api, pacer, requests, on_reply)
+        except Unanswered as err:
+            replies = [Reply(None, str(err))] * len(requests)
+            for i, reply in enumerate(replies):
+                if on_reply is not None:
+                    on_reply(i, reply)
+            return replies
 
+    async def _answer_many(self, api, pacer: Pacer, requests, on_reply=None) -> list[Reply]:
         c = self.layout
-        bos, limit = await self.tokenizer.start(api), c.max_prompt_tokens
+        bos, limit = await self.tokenizer.start(api, pacer), c.max_prompt_tokens
         laid = await self.tokenizer.laid_out(
             api,
             lambda encode: [
                 lay_out(encode, bos, s.question, list(s.choices), r, max_items=c.max_items, max_prompt_tokens=limit)
                 for s, r in requests
             ],
-            semaphore,
+            pacer,
         )
         scored = [i for i, (s, _) in enumerate(requests) if s.choices]
         asked = [requests[i] for i in scored]
@@ -199,7 +220,7 @@ class ServedScorer:
             prompts.insert(
                 0,
                 await self.tokenizer.laid_out(
-                    api, lambda encode: neutral(encode, bos, c.neutral_prompt, unknown), semaphore
+                    api, lambda encode: neutral(encode, bos, c.neutral_prompt, unknown), pacer
                 ),
             )
         replies: list[Reply | None] = [None] * len(requests)
@@ -235,27 +256,31 @@ class ServedScorer:
                 finish(i, held)
             waiting.clear()
 
-        await self._score(api, semaphore, prompts, done)
+        await self._score(api, pacer, prompts, done)
         free = [i for i, (s, _) in enumerate(requests) if not s.choices]
-
-        async def free_form(i):
-            give(i, await self._continue(api, semaphore, laid[i]))
-
-        await asyncio.gather(*(free_form(i) for i in free))
+        if free:
+            await self._continue(api, pacer, [laid[i] for i in free], lambda k, reply: give(free[k], reply))
         return replies
 
-    async def _continue(self, api, semaphore, laid) -> Reply:
-        import openai
+    async def _continue(self, api, pacer: Pacer, laid: list, give) -> None:
+        """The greedy continuation of each prompt without choices, up to its first line break: ``give(k, reply)``."""
+        prompts = [[t for _, piece in one.prompt.pieces for t in piece] for one in laid]
 
-        ids = [t for _, piece in laid.prompt.pieces for t in piece]
-        async with semaphore:
+        async def send(units, timeout):
+            (k,) = units
+            raw = await api.completions.with_raw_response.create(
+                model=self.model, prompt=[prompts[k]], max_tokens=self.layout.max_new_tokens, temperature=0.0
+            )
             try:
-                raw = await api.completions.with_raw_response.create(
-                    model=self.model, prompt=[ids], max_tokens=self.layout.max_new_tokens, temperature=0.0
-                )
                 text = json.loads(raw.http_response.text)["choices"][0]["text"]
-            except openai.APIError as err:
-                return Reply(None, failure_name(err))
             except (KeyError, IndexError, TypeError, ValueError):
-                return Reply(None, "malformed response: not a completion")
-        return Reply(str(text).split("\n")[0].strip() or None, note=laid.note)
+                return give(k, Reply(None, "malformed response: not a completion"))
+            give(k, Reply(str(text).split("\n")[0].strip() or None, note=laid[k].note))
+
+        costs = [len(ids) + self.layout.max_new_tokens for ids in prompts]
+
+        def fail(units, problem):
+            for unit in units:
+                give(unit, Reply(None, problem))
+
+        await pacer.run(costs, send, fail, grouped=False)
