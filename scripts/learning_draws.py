@@ -40,7 +40,7 @@ def measure(seed: int, steps: int = 40) -> dict:
     policy = Router(featurizer.dim, RouterConfig(), len(bench["tools"]))
     grpo = RouterGRPOConfig(steps=steps, batch_size=8, group_size=6, learning_rate=0.01, beta=0.02, advantage="reward")
     answers = AnswerSource(reasoner, bench["records"], bench["tools"])
-    trainer = RouterTrainer(policy, features, samples, answers, grpo, "differential", 0.0, seed=0)
+    trainer = RouterTrainer(policy, features, samples, answers, grpo)  # the differential reward, free tools, seed 0
     tools = bench["tools"]
     needed = np.zeros((len(samples), len(tools)), dtype=bool)
     for i, s in enumerate(samples):

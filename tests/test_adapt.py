@@ -140,10 +140,10 @@ def test_the_price_changes_what_is_learned(tmp_path):
         torch.manual_seed(0)
         policy = Router(8, RouterConfig(hidden=16), len(TOOLS))
         grpo = RouterGRPOConfig(
-            steps=80, batch_size=6, learning_rate=0.05, beta=0.0, objective="expected", inner_epochs=1
+            steps=80, batch_size=6, learning_rate=0.05, beta=0.0, objective="expected", inner_epochs=1, tool_cost=price
         )
         answers = AnswerSource(None, {}, TOOLS, table=table)
-        trainer = RouterTrainer(policy, features, samples, answers, grpo, "differential", price)
+        trainer = RouterTrainer(policy, features, samples, answers, grpo)
         history = trainer.train()
         chosen[price] = policy.select(features)
         assert history[-1]["expected_reward"] > history[0]["expected_reward"]

@@ -36,8 +36,9 @@ def _trainer(
     grpo = RouterGRPOConfig(
         steps=steps, batch_size=8, group_size=6, learning_rate=0.01, beta=0.02, advantage=advantage, **grpo
     )
+    grpo.reward_kind, grpo.tool_cost, grpo.seed = reward, tool_cost, seed
     answers = AnswerSource(reasoner, records, tools)
-    return RouterTrainer(policy, features, samples, answers, grpo, reward, tool_cost, seed, TrainingRun(run_dir))
+    return RouterTrainer(policy, features, samples, answers, grpo, TrainingRun(run_dir))
 
 
 def _needed_tool_probability(trainer) -> float:

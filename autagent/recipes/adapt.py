@@ -2,7 +2,7 @@
 
 A plugin trained against one reasoner selects the tools whose records helped *that* reasoner.  In front
 of another, the same records may read differently (a text LM that cannot map ``Bbm`` to "B flat minor"
-gains nothing from the chord tool).  Adapting is training with three changes (:mod:`autagent.policies.router.recipe`):
+gains nothing from the chord tool).  Adapting is training with three changes (:mod:`autagent.recipes.router`):
 
 * a **warm start** (``policy.init_from``): the plugin's routers start the policy and are the KL
   reference, so what it knew stays unless the new reasoner's answers say otherwise;

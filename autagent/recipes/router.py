@@ -1,44 +1,52 @@
-"""The router's step of the shared recipe (:mod:`autagent.recipes.train`): features, the answer table,
-cross-validation, GRPO, plugin export.
+"""The router's training pipeline (:class:`RouterPipeline`, a :class:`.pipeline.PolicyPipeline` that
+:mod:`.train` runs): features, the answer table, cross-validation, GRPO, the plugin made in memory, its
+back-off fit and certification, and the one write of its folder.  The pieces it puts together are the
+router's own (:mod:`autagent.policies.router`); this module only orders them for a run.
 
-* From scratch, or from a router plugin (``policy.init_from``, :mod:`.warm`): its routers start the
-  policy and are GRPO's reference; its head and back-off travel into the new plugin.
-* With ``policy.router.table.enabled`` (:mod:`.table`) the reasoner first answers a designed set of subsets
-  per training query, within ``table.budget`` distinct answers, and training reads those answers; dev
-  queries are then not asked (they would spend the budget): ``table.crossval`` chooses settings on the
-  training queries instead (:mod:`.crossval`).
+* From scratch, or from a router plugin (``policy.init_from``, :mod:`~autagent.policies.router.warm`): its
+  routers start the policy and are GRPO's reference; its head and back-off travel into the new plugin.
+* With ``policy.router.table.enabled`` (:mod:`~autagent.policies.router.table`) the reasoner first answers a
+  designed set of subsets per training query, within ``table.budget`` distinct answers, and training reads
+  those answers; dev queries are then not asked (they would spend the budget): ``table.crossval`` chooses
+  settings on the training queries instead (:mod:`~autagent.policies.router.crossval`).
 * Otherwise GRPO asks the reasoner every new (query, subset) it draws, as the paper does.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import torch
 
 from tools import get_tool
 
-from ...data.progress import progress as tqdm
-from .. import export_target
-from .answers import AnswerSource
-from .backoff_fit import fit
-from .config import RouterGRPOConfig
-from .costs import tool_seconds, tool_values
-from .crossval import apply, candidates, cross_validate
-from .ensemble import RouterEnsemble
-from .export import RouterDraft, RouterParts, draft_router
-from .features import Featurizer
-from .model import Router, RouterConfig
-from .plots import member_step_seconds, plot_training
-from .table import AnswerTable, Budget, BudgetError, held_out_ids
-from .train import RouterTrainer, TrainingRun
-from .warm import WarmStart, load_warm_start
-from .zero_shot import DescriptionHead
+from ..config import RunConfig
+from ..data.progress import progress as tqdm
+from ..evaluation.phases import Phases
+from ..policies import export_target
+from ..policies.router.answers import AnswerSource
+from ..policies.router.backoff_fit import fit
+from ..policies.router.config import RouterGRPOConfig
+from ..policies.router.costs import tool_seconds, tool_values
+from ..policies.router.crossval import apply, candidates, cross_validate
+from ..policies.router.ensemble import RouterEnsemble
+from ..policies.router.export import RouterDraft, RouterParts, draft_router
+from ..policies.router.features import Featurizer
+from ..policies.router.model import Router, RouterConfig
+from ..policies.router.plots import member_step_seconds, plot_training
+from ..policies.router.table import AnswerTable, Budget, BudgetError, held_out_ids
+from ..policies.router.train import RouterTrainer, TrainingRun
+from ..policies.router.warm import WarmStart, load_warm_start
+from ..policies.router.zero_shot import DescriptionHead
+from .certify import certify_run
+from .evaluate import ready_policy
+from .pipeline import TrainedPolicy
+from .run import RunContext
 
 
-def fill_table(ctx, samples) -> tuple[AnswerTable, Budget, dict]:
+def fill_table(ctx: RunContext, samples) -> tuple[AnswerTable, Budget, dict]:
     """The training queries' answer table, asked within the run's budget (what a stopped run spent is
     read back from ``budget.json``), and what it cost."""
     cfg = ctx.config.policy.router.table
@@ -82,7 +90,7 @@ class PolicyStart:
     """How each member's router starts: a trainable copy of the warm start's member (``policy.init_from``),
     else a fresh router on the run's featurizer; and each member's seed."""
 
-    ctx: object
+    ctx: RunContext
     source: WarmStart | None
     router_config: RouterConfig
     featurizer: Featurizer
@@ -92,7 +100,7 @@ class PolicyStart:
     """The familiarity cuts the last fresh router fitted (``{}`` unless ``unfamiliar_fallback``)."""
 
     @classmethod
-    def of(cls, ctx) -> PolicyStart:
+    def of(cls, ctx: RunContext) -> PolicyStart:
         config, source = ctx.config, None
         if config.policy.init_from:
             source = load_warm_start(config.policy.init_from.format(seed=config.seed), ctx.tool_ids)
@@ -114,10 +122,10 @@ class PolicyStart:
         return router
 
     def trainer(self, router, features, samples, answers, grpo, price, member, run=None) -> RouterTrainer:
-        kind = self.ctx.config.reward.kind
-        return RouterTrainer(
-            router, features, samples, answers, grpo, kind, price, self.seed(member), run, self.featurizer.columns
-        )
+        """GRPO for ``member`` at the training ``price`` (the trainer's reward, price and seed set in its config)."""
+        kind, seed = self.ctx.config.reward.kind, self.seed(member)
+        settings = dataclasses.replace(grpo, reward_kind=kind, tool_cost=price, seed=seed)
+        return RouterTrainer(router, features, samples, answers, settings, run, self.featurizer.columns)
 
 
 @dataclass
@@ -126,7 +134,7 @@ class Queries:
     answer table (filled within its budget, only the queries that got their whole design), else the reasoner
     asked as GRPO draws; dev queries (features, samples) only without a table, which they would spend."""
 
-    ctx: object
+    ctx: RunContext
     samples: list
     features: torch.Tensor
     table: AnswerTable | None
@@ -148,10 +156,9 @@ class Queries:
         )
 
 
-def train(ctx, resume: bool = False) -> tuple[Path, dict, RouterDraft]:
-    """Start the policy, fill the table, cross-validate, train the members, fit the head, make the plugin.
-    ``ctx`` is the recipe's :class:`autagent.recipes.run.RunContext`; returns (plugin folder, summary, the
-    plugin in memory, which the run writes once it is certified and evaluated)."""
+def train(ctx: RunContext, resume: bool = False) -> TrainedPolicy:
+    """Start the policy, fill the table, cross-validate, train the members, fit the head, make the plugin
+    (in memory: the run writes it once it is certified and evaluated)."""
     start = PolicyStart.of(ctx)
     torch.manual_seed(start.seed(0))  # as before ensembles: a single router's draws are unchanged
     queries, summary = training_queries(ctx, start.featurizer)
@@ -163,10 +170,10 @@ def train(ctx, resume: bool = False) -> tuple[Path, dict, RouterDraft]:
     policy = runs[0][0] if start.members == 1 else RouterEnsemble([r for r, _, _ in runs])
     head = fit_head(start, policy, queries, summary)
     draft = export(ctx, start, policy, head, queries, summary)
-    return draft.directory, summary, draft
+    return TrainedPolicy(draft.directory, summary, pending=draft)
 
 
-def training_queries(ctx, featurizer: Featurizer) -> tuple[Queries, dict]:
+def training_queries(ctx: RunContext, featurizer: Featurizer) -> tuple[Queries, dict]:
     """The run's :class:`Queries` (the answer table filled first with ``policy.router.table.enabled``) and its
     summary."""
     samples, summary, table, budget, dev = ctx.splits.train, {}, None, None, None
@@ -185,7 +192,7 @@ def training_queries(ctx, featurizer: Featurizer) -> tuple[Queries, dict]:
     return Queries(ctx, samples, features, table, budget, dev), summary
 
 
-def choose_settings(ctx, start: PolicyStart, queries: Queries) -> tuple:
+def choose_settings(ctx: RunContext, start: PolicyStart, queries: Queries) -> tuple:
     """Cross-validation on the training queries (:mod:`.crossval`): the chosen (grpo, price) and its record."""
     config, features, samples = ctx.config, queries.features, queries.samples
     base = RouterGRPOConfig.join(config.grpo, config.policy.router)
@@ -215,7 +222,7 @@ def choose_settings(ctx, start: PolicyStart, queries: Queries) -> tuple:
     return grpo, price, found
 
 
-def train_members(ctx, start: PolicyStart, queries: Queries, grpo, price, resume: bool) -> list[tuple]:
+def train_members(ctx: RunContext, start: PolicyStart, queries: Queries, grpo, price, resume: bool) -> list[tuple]:
     """GRPO for each member of the ensemble: (router, trainer, history) each.  Member 0 writes where a single
     router does, the others under ``members/``.  On ``resume`` a member loads its last checkpoint; one without
     any (a member a killed run never reached, or every member of a run stopped while its answer table filled)
@@ -234,7 +241,7 @@ def train_members(ctx, start: PolicyStart, queries: Queries, grpo, price, resume
     return runs
 
 
-def run_summary(ctx, start: PolicyStart, runs, budget: Budget | None, price) -> dict:
+def run_summary(ctx: RunContext, start: PolicyStart, runs, budget: Budget | None, price) -> dict:
     """What the training asked and spent, for the plugin's metrics and the run's report."""
     counters = [member.counters for _, member, _ in runs]
     summary = {
@@ -272,7 +279,7 @@ def fit_head(start: PolicyStart, policy, queries: Queries, summary: dict):
     return head
 
 
-def export(ctx, start: PolicyStart, policy, head, queries: Queries, summary: dict) -> RouterDraft:
+def export(ctx: RunContext, start: PolicyStart, policy, head, queries: Queries, summary: dict) -> RouterDraft:
     """The plugin in memory, with a warm start's back-off, each tool's measured seconds (the dial's latency
     budget) and its average value on the training queries (the fixed-order curve a user could build without
     learning)."""
@@ -289,10 +296,11 @@ def export(ctx, start: PolicyStart, policy, head, queries: Queries, summary: dic
     return draft_router(export_target(ctx, summary), parts)
 
 
-def after_training(ctx, draft: RouterDraft, summary: dict, phases) -> None:
-    """The back-off, fitted on the plugin in memory (not trained; a warm start keeps its source's), and the
-    training plot (``training.png``)."""
-    config = ctx.config
+def after_training(ctx: RunContext, trained: TrainedPolicy, phases: Phases) -> None:
+    """The back-off, fitted on the plugin in memory (not trained; a warm start keeps its source's), the
+    training plot (``training.png``) and, with ``policy.router.table.certify``, the certificate (before the
+    evaluation: the plugin's default is the certified point)."""
+    config, draft, summary = ctx.config, trained.pending, trained.summary
     if config.policy.router.backoff and not config.policy.init_from:
         with phases("back-off fit"):
             backoff, fitted = fit(draft.open(), ctx.splits.train, ctx.splits.dev, config.policy.router.backoff)
@@ -301,8 +309,34 @@ def after_training(ctx, draft: RouterDraft, summary: dict, phases) -> None:
 
     with phases("training plot"):
         plot_training(ctx.run_dir / "train_log.jsonl", ctx.run_dir / "training.png", ctx.tool_ids)
+    if config.policy.router.table.certify.enabled:
+        with phases("certification"):
+            summary["certificate"] = certify_run(ctx, draft)
 
 
-def member_seconds(ctx) -> list[float]:
-    """Seconds of each member's GRPO steps, from their training logs."""
-    return member_step_seconds(ctx.run_dir, ctx.config.policy.router.ensemble)
+class RouterPipeline:
+    """The router's :class:`.pipeline.PolicyPipeline`."""
+
+    def train(self, ctx: RunContext, resume: bool) -> TrainedPolicy:
+        return train(ctx, resume)
+
+    def after_training(self, ctx: RunContext, trained: TrainedPolicy, phases: Phases) -> None:
+        after_training(ctx, trained, phases)
+
+    def evaluated(self, trained: TrainedPolicy, config: RunConfig, more_tools: bool = False):
+        """The plugin in memory at ``config``'s operating point, with the tools ``config`` adds."""
+        draft: RouterDraft = trained.pending
+        return ready_policy(draft.open, draft.manifest, config)
+
+    def write(self, trained: TrainedPolicy, evaluation: dict | None) -> str:
+        """The plugin folder, written once with the run's table on its card; its content hash."""
+        content = trained.pending.write(evaluation)["content_hash"]
+        trained.pending = None
+        return content
+
+    def member_seconds(self, ctx: RunContext) -> list[float]:
+        """Seconds of each member's GRPO steps, from their training logs."""
+        return member_step_seconds(ctx.run_dir, ctx.config.policy.router.ensemble)
+
+
+PIPELINE = RouterPipeline()

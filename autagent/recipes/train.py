@@ -2,10 +2,10 @@
 
     data -> tool records (Ray pool + cache) -> train (router: GRPO; lm: TRL) -> plugin -> evaluation
 
-into ``runs/<name>/`` (config, checkpoints, logs, metrics.json, report.md, plots, plugin/).  The
-policies plug in a training recipe (:mod:`autagent.policies.router.recipe`, :mod:`autagent.policies.lm.recipe`):
-its ``train``, what it does after training (the router: its back-off fit and training plot) and its
-members' step seconds; lower layers never import this module.
+into ``runs/<name>/`` (config, checkpoints, logs, metrics.json, report.md, plots, plugin/).  Each policy
+brings a training pipeline (:class:`.pipeline.PolicyPipeline`: :mod:`.router`, :mod:`.lm`): its training,
+what it does after training (the router: its back-off fit, training plot and certificate), the plugin the
+evaluation scores, the plugin's write and its members' step seconds; lower layers never import this module.
 
 The router's plugin is written once: its back-off is fitted, its certificate made and its evaluation run on
 the plugin held in memory, and the folder is written at the end with the card's table (one content hash per
@@ -25,11 +25,9 @@ from tools.pool import ToolPool
 from ..config import ConfigError, RunConfig, save_config
 from ..evaluation.phases import Clock, Phases, timings_of
 from ..evaluation.report import markdown_report
-from ..plugin.manifest import update_card
 from ..policies.lm.plan.report import refusal
-from ..policies.router.export import RouterDraft
-from .certify import certify_run
-from .evaluate import ready_policy, run_eval
+from .evaluate import run_eval
+from .pipeline import PolicyPipeline, TrainedPolicy
 from .run import Logger, RunContext, data_digest, distributed_state, load_splits, record_event, tool_records
 
 log = logging.getLogger("autagent")
@@ -59,10 +57,11 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
     open_run_folder(config, state, resume)
     phases = Phases()
     ctx, clocks = prepare(config, state, phases, evaluate)
-    recipe = policy_recipe(config.policy.kind)
+    pipeline = policy_recipe(config.policy.kind)
     try:
         with phases("training"):
-            plugin_dir, summary, trained = recipe.train(ctx, resume)
+            trained = pipeline.train(ctx, resume)
+        summary = trained.summary
         answers = {"training_asked_s": clocks[0].seconds, "training_computed_s": clocks[1].seconds}
         reasoner = ctx.reasoner
         ctx.record(
@@ -74,46 +73,43 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
         )
         if not state.is_main_process:
             return None
-        draft = trained if isinstance(trained, RouterDraft) else None  # the router's plugin, not yet written
         try:
-            recipe.after_training(ctx, trained, summary, phases)
-            if draft is not None and config.policy.router.table.certify.enabled:
-                with phases("certification"):  # before the evaluation: the plugin's default is the certified point
-                    summary["certificate"] = certify_run(ctx, draft)
+            pipeline.after_training(ctx, trained, phases)
             metrics: dict = {"training": summary, "data_notes": ctx.splits.notes, "data_digest": data_digest(config)}
             evaluation = None
             if ctx.splits.test and evaluate:
                 with phases("evaluation"):
-                    metrics = evaluate_trained(ctx, plugin_dir, trained) | metrics
+                    metrics = evaluate_trained(ctx, pipeline, trained) | metrics
                 answers |= {
                     "evaluation_asked_s": clocks[0].seconds - answers["training_asked_s"],
                     "evaluation_computed_s": clocks[1].seconds - answers["training_computed_s"],
                 }
                 evaluation = metrics
         except Exception:
-            if draft is not None:  # what was trained is kept: the plugin, without what failed
-                draft.write()
+            if trained.pending is not None:  # what was trained is kept: the plugin, without what failed
+                pipeline.write(trained, None)
             raise
-        with phases("card"):  # the plugin written once, its card with the run's table (the LM's: rewritten)
-            content = draft.write(evaluation)["content_hash"] if draft else update_card(plugin_dir, evaluation)
-        metrics["plugin"] = {"path": str(plugin_dir), "content_hash": content}
-        log.info("plugin: %s (content hash %s)", plugin_dir, content)
+        with phases("card"):  # the plugin as it ships, its card with the run's table
+            content = pipeline.write(trained, evaluation)
+        metrics["plugin"] = {"path": str(trained.plugin_dir), "content_hash": content}
+        log.info("plugin: %s (content hash %s)", trained.plugin_dir, content)
     finally:
         ctx.reasoner.close()
-    metrics["timings"] = timings_of(phases, ctx.pool, answers, recipe.member_seconds(ctx))
+    metrics["timings"] = timings_of(phases, ctx.pool, answers, pipeline.member_seconds(ctx))
     write_metrics(ctx, metrics)
     return metrics
 
 
-def policy_recipe(kind: str):
-    """The training recipe of ``policy.kind``: a module with ``train(ctx, resume)`` (the plugin folder, the
-    summary and what was trained: the router's plugin not yet written, the LM's loaded plugin),
-    ``after_training(ctx, trained, summary, phases)`` and ``member_seconds(ctx)``."""
+def policy_recipe(kind: str) -> PolicyPipeline:
+    """The training pipeline of ``policy.kind`` (:mod:`.router`, :mod:`.lm`), imported when asked for (the
+    LM's imports TRL)."""
     if kind == "lm":
-        from ..policies.lm import recipe
+        from .lm import PIPELINE
     else:
-        from ..policies.router import recipe
-    return recipe
+        from .router import PIPELINE
+    if not isinstance(PIPELINE, PolicyPipeline):
+        raise TypeError(f"{kind}'s pipeline does not provide what autagent.recipes.pipeline.PolicyPipeline declares")
+    return PIPELINE
 
 
 def run_started(run_dir: Path) -> bool:
@@ -170,15 +166,12 @@ def prepare(config: RunConfig, state, phases: Phases, evaluate: bool) -> tuple[R
     return ctx, (asked, computed)
 
 
-def evaluate_trained(ctx: RunContext, plugin_dir, trained) -> dict:
-    """The test split's evaluation right after training, with what is already in memory (the trained plugin,
-    not yet written, or the LM's loaded one; the reasoner); a transfer run (``eval_reasoner``) also scores
-    the training reasoner on its own plugin, and ``eval.add_tools`` the same plugin with more tools."""
+def evaluate_trained(ctx: RunContext, pipeline: PolicyPipeline, trained: TrainedPolicy) -> dict:
+    """The test split's evaluation right after training, with what is already in memory (the trained plugin
+    the pipeline gives, the reasoner); a transfer run (``eval_reasoner``) also scores the training reasoner on
+    its own plugin, and ``eval.add_tools`` the same plugin with more tools."""
     config, splits, records, reasoner, run_dir = ctx.config, ctx.splits, ctx.records, ctx.reasoner, ctx.run_dir
-    if isinstance(trained, RouterDraft):
-        policy = ready_policy(trained.open, trained.manifest, config)
-    else:  # the LM's plugin, loaded as its export wrote it, at its own threshold
-        policy = trained
+    plugin_dir, policy = trained.plugin_dir, pipeline.evaluated(trained, config)
     own = {"policy": policy, "reasoner": reasoner}
     test = (splits.test, records, splits.test_name)
     if config.eval_reasoner is None:
@@ -191,7 +184,7 @@ def evaluate_trained(ctx: RunContext, plugin_dir, trained) -> dict:
         tools = dataclasses.replace(config.tools, enabled=[*config.tools.tool_ids, *config.eval.add_tools])
         added = dataclasses.replace(config, tools=tools, eval=dataclasses.replace(config.eval, add_tools=[]))
         same_reasoner = reasoner if config.eval_reasoner is None else None
-        more = ready_policy(trained.open, trained.manifest, added) if isinstance(trained, RouterDraft) else None
+        more = pipeline.evaluated(trained, added, more_tools=True)
         test = (splits.test, None, splits.test_name)
         methods = run_eval(added, run_dir / "added", plugin_dir, *test, policy=more, reasoner=same_reasoner)["methods"]
         metrics["added_tools"] = {"tools": list(config.eval.add_tools), "methods": methods}

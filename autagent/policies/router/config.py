@@ -56,7 +56,15 @@ TRAINING_FIELDS = tuple(f.name for f in dataclasses.fields(RouterTraining))
 @dataclass
 class RouterGRPOConfig(RouterTraining, GRPOConfig):
     """What :class:`~.train.RouterTrainer` reads: the shared ``grpo:`` fields and the router's own, in one
-    object (:meth:`join`), as TRL's trainer reads one ``GRPOConfig``."""
+    object (:meth:`join`), as TRL's trainer reads one ``GRPOConfig``; the run sets the reward, its price and
+    each member's seed on it (as TRL's ``GRPOConfig`` holds the seed)."""
+
+    reward_kind: str = "differential"
+    """The reward the trainer scores with (``reward.kind``: differential or binary)."""
+    tool_cost: float = 0.0
+    """The price per tool the reward charges in training (``reward.tool_cost``, or cross-validation's choice)."""
+    seed: int = 0
+    """Batches' and draws' seed (a member's: the run's seed · members + member)."""
 
     def __post_init__(self):
         GRPOConfig.__post_init__(self)

@@ -58,7 +58,8 @@ class TrainingRun:
 
 
 class RouterTrainer:
-    """GRPO on a router: ``answers`` says where the reasoner's answers come from, ``run`` where the run writes;
+    """GRPO on a router: ``answers`` says where the reasoner's answers come from, ``grpo`` how it trains (the
+    reward, its price and the seed included), ``run`` where the run writes;
     ``columns`` (input name -> its feature columns) serve ``policy.router.input_dropout``.  The reference
     policy of the KL term is a frozen copy of ``policy`` as given (a warm start's routers)."""
 
@@ -69,18 +70,15 @@ class RouterTrainer:
         samples: list[Sample],
         answers: AnswerSource,
         grpo: RouterGRPOConfig,
-        reward_kind: str = "differential",
-        tool_cost: float = 0.0,
-        seed: int = 0,
         run: TrainingRun | None = None,
         columns: dict | None = None,
     ):
         if len(samples) != features.shape[0]:
             raise ValueError(f"{len(samples)} samples but {features.shape[0]} feature rows")
         self.policy, self.features, self.samples, self.answers = policy, features, samples, answers
-        self.cfg, self.seed, self.tool_ids = grpo, seed, answers.tool_ids
-        self.reward_fn = get_reward(reward_kind, tool_cost)
-        self.reward_kind, self.tool_cost = reward_kind, tool_cost
+        self.cfg, self.seed, self.tool_ids = grpo, grpo.seed, answers.tool_ids
+        self.reward_fn = get_reward(grpo.reward_kind, grpo.tool_cost)
+        self.reward_kind, self.tool_cost = grpo.reward_kind, grpo.tool_cost
         self.reference = copy.deepcopy(policy)
         self.reference.requires_grad_(False)
         self.optimizer = torch.optim.AdamW(policy.parameters(), lr=grpo.learning_rate, weight_decay=grpo.weight_decay)
