@@ -1,5 +1,7 @@
-"""Loaders for the benchmark formats as published: MMAU test-mini (JSON list), MMAR (JSON list or
-JSONL) and AVQA as R1-AQA uses it (JSONL, integer ``answer`` indexing ``multi_choice``).
+"""Reading a benchmark file as published, whichever corpus it is: MMAU test-mini (:mod:`.mmau`, a JSON
+list), MMAR (:mod:`.mmar`, JSON list or JSONL) and AVQA as R1-AQA uses it (:mod:`.avqa`, JSONL, integer
+``answer`` indexing ``multi_choice``); each corpus's own fields and quirks are its module's, what they share
+:mod:`.rows`'.
 
 A bad row never fails the file.  Each row becomes a :class:`Sample`; a row that cannot be scored
 (no question, fewer than two usable choices, an answer that is none of the choices, an ``id`` an
@@ -25,28 +27,30 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 
+from . import avqa, mmar, mmau
+from .mmau import write_mmau
+from .rows import DatasetError, RowError, label_of, repeats_a_choice
 from .sample import Sample
 
+__all__ = [  # the names this module has always offered (DatasetError and write_mmau live in .rows and .mmau)
+    "FORMATS",
+    "DatasetError",
+    "Loaded",
+    "RowError",
+    "detect_format",
+    "load",
+    "load_dataset",
+    "read_rows",
+    "repeats_a_choice",
+    "write_mmau",
+]
+
 log = logging.getLogger(__name__)
-
-
-class DatasetError(ValueError):
-    def __init__(self, path, row: int | None, field: str | None, reason: str):
-        where = f"{path}" + (f", row {row}" if row is not None else "") + (f", field {field!r}" if field else "")
-        super().__init__(f"{where}: {reason}")
-
-
-class RowError(ValueError):
-    def __init__(self, field: str | None, reason: str):
-        self.field, self.reason = field, reason
-        super().__init__(f"field {field!r}: {reason}" if field else reason)
 
 
 @dataclass
@@ -97,103 +101,12 @@ class Loaded:
         }
 
 
-def _normalise(text: str) -> str:
-    return re.sub(r"\s+", " ", text).strip()
-
-
-def _text(row, name, required=True) -> str | None:
-    value = row.get(name)
-    if value is None or (isinstance(value, str) and not value.strip()):
-        if required:
-            raise RowError(name, "missing" if value is None else "empty")
-        return None
-    if not isinstance(value, (str, int, float)) or isinstance(value, bool):
-        raise RowError(name, f"expected text, got {type(value).__name__}")
-    return str(value)
-
-
-def _label(value) -> str:
-    """A metadata field as text: lists joined (the list itself stays in meta), scalars as they are."""
-    if isinstance(value, list):
-        return " / ".join(str(v) for v in value)
-    return "" if value is None else str(value)
-
-
-def _choices(row, name) -> tuple[str, ...]:
-    raw = row.get(name)
-    if not isinstance(raw, list):
-        raise RowError(name, "missing" if raw is None else f"expected a list, got {type(raw).__name__}")
-    choices = tuple(
-        str(c) for c in raw if isinstance(c, (str, int, float)) and not isinstance(c, bool) and str(c).strip()
-    )
-    if len(choices) < 2:
-        raise RowError(name, "needs at least two non-empty choices")
-    return choices  # a text listed twice is kept: the answer is its text (see the module's quirks)
-
-
-def repeats_a_choice(choices) -> bool:
-    """Whether two of ``choices`` have the same text (white space aside)."""
-    return len({_normalise(c) for c in choices}) < len(choices)
-
-
-def _answer_in(choices, answer: str) -> str:
-    if answer in choices:
-        return answer
-    matches = [c for c in choices if _normalise(c) == _normalise(answer)]
-    if matches:  # one text, however often it is listed
-        return matches[0]
-    raise RowError("answer", f"{answer[:80]!r} is not one of the choices")
-
-
-def _audio(path: Path, value: str) -> str:
-    audio = Path(value)
-    return str(audio if audio.is_absolute() else (path.parent / audio).resolve())
-
-
-def _choice_row(path: Path, row: dict, audio: str, domain: str) -> dict:
-    """A row of MMAU or MMAR, which differ only in the names of the audio and domain fields."""
-    choices = _choices(row, "choices")
-    return dict(
-        audio=_audio(path, _text(row, audio)),
-        question=_text(row, "question"),
-        choices=choices,
-        answer=_answer_in(choices, _text(row, "answer")),
-        domain=_label(row.get(domain)),
-        category=_label(row.get("category")),
-    )
-
-
-_mmau_row = partial(_choice_row, audio="audio_id", domain="task")
-_mmar_row = partial(_choice_row, audio="audio_path", domain="modality")
-
-
-AVQA_WORDING = ((re.compile(r"\bvideos?\b", re.I), lambda m: "audio" if m.group(0).islower() else "Audio"),)
-
-
-def _avqa_row(path: Path, row: dict, audio_wording: bool = False) -> dict:
-    choices = _choices(row, "multi_choice")
-    index = row.get("answer")
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(choices):
-        raise RowError("answer", f"expected an index in 0..{len(choices) - 1}, got {index!r}")
-    question = _text(row, "question_text")
-    if audio_wording:  # r1-aqa asks about "the audio" where AVQA says "the video"
-        for pattern, repl in AVQA_WORDING:
-            question = pattern.sub(repl, question)
-    return dict(
-        audio=_audio(path, _text(row, "audio_path")),
-        question=question,
-        choices=choices,
-        answer=choices[index],
-        domain="sound",
-        category=_label(row.get("question_type")),
-    )
-
-
 FORMATS: dict[str, tuple[Callable, str, set]] = {
-    "mmau": (_mmau_row, "audio_id", {"id", "audio_id", "question", "choices", "answer", "task"}),
-    "mmar": (_mmar_row, "audio_path", {"id", "audio_path", "question", "choices", "answer", "modality"}),
-    "avqa": (_avqa_row, "audio_path", {"id", "audio_path", "question_text", "multi_choice", "answer"}),
+    "mmau": (mmau.row, mmau.AUDIO, mmau.FIELDS),
+    "mmar": (mmar.row, mmar.AUDIO, mmar.FIELDS),
+    "avqa": (avqa.row, avqa.AUDIO, avqa.FIELDS),
 }
+"""Each corpus: its row reader, its audio field and the fields a row is read from."""
 
 
 def read_rows(path: str | Path) -> list:
@@ -294,8 +207,8 @@ def load(
                     question=str(raw.get("question") or raw.get("question_text") or ""),
                     choices=(),
                     answer="",
-                    domain=_label(raw.get("task") or raw.get("modality")),
-                    category=_label(raw.get("category")),
+                    domain=label_of(raw.get("task") or raw.get("modality")),
+                    category=label_of(raw.get("category")),
                     meta={
                         "unscorable": reason,
                         "row": i,
@@ -322,13 +235,3 @@ def load_dataset(
 ) -> list[Sample]:
     """Every row's Sample, the unscorable ones included (they count as wrong in evaluation)."""
     return load(path, fmt, limit, audio_wording).samples
-
-
-def write_mmau(samples: list[Sample], path: str | Path) -> None:
-    """Write samples as an MMAU test-mini JSON list with audio paths relative to the file."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    rows = [s.to_mmau(str(path.parent.resolve())) for s in samples]
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps(rows, indent=1))
-    tmp.replace(path)
