@@ -143,11 +143,15 @@ class Service:
 
     async def read_body(self, request) -> dict:
         """The request's JSON object, whole within ``--body-timeout-s`` (a 408 otherwise)."""
+        from starlette.requests import ClientDisconnect
+
         limit = self.options.body_timeout_s
         try:
             return await asyncio.wait_for(read_json(request, self.max_body, self.arriving), limit)
         except asyncio.TimeoutError:
             raise Refused(408, f"the request body did not arrive within {limit:g} s", "timeout_error") from None
+        except ClientDisconnect:  # gone before its body was whole: counted, never an internal error
+            raise Refused(400, "the client went away before its body was whole", "client_disconnected") from None
 
     @asynccontextmanager
     async def clip(self, body: dict, then=None):

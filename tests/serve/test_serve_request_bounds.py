@@ -55,9 +55,7 @@ def test_an_upstream_reply_or_streamed_line_over_its_cap_is_refused(quiet_plugin
     huge, long_line = HostileUpstream("huge", size=8 << 20), HostileUpstream("long_line", size=8 << 20)
     try:
         for upstream, stream in ((huge, False), (long_line, True)):
-            service = start_service(
-                quiet_plugin, tmp_path, upstream=upstream.url, max_upstream_reply_bytes=1 << 20
-            )
+            service = start_service(quiet_plugin, tmp_path, upstream=upstream.url, max_upstream_reply_bytes=1 << 20)
             try:
                 reply = _chat(service.url, melody_wav[0], stream=stream)
             finally:
@@ -259,3 +257,32 @@ def test_a_body_with_choices_is_valid_and_its_choices_never_go_upstream_as_a_fie
     payload, extra = split_for_sdk(body)
     assert "choices" not in payload and "choices" not in extra and extra == {"top_k": 5}
     assert json.dumps(payload)  # what goes to the SDK is plain JSON
+
+
+def test_bodies_still_arriving_hold_at_most_the_places_bodies_bytes(quiet_plugin, tmp_path):
+    """Bodies count for a place only once whole, so what they hold meanwhile has its own bound: as many
+    bytes as the places' bodies (here one place: one body's worth), a 429 past it."""
+    service = start_service(
+        quiet_plugin, tmp_path, upstream="http://127.0.0.1:9/v1", max_concurrency=1, max_queue=0, max_audio_bytes=30_000
+    )
+    host, port = service.url.split("//")[1].split(":")
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: localhost\r\nContent-Type: application/json\r\n"
+    chunk = b" " * 700_000  # JSON allows whitespace: well under one body's limit, over half of it
+    try:
+        with socket.create_connection((host, int(port)), timeout=10) as first:
+            first.sendall(head + b"Content-Length: 1000000\r\n\r\n" + chunk)
+            time.sleep(1.0)  # read by the service, held as arriving
+            with socket.create_connection((host, int(port)), timeout=10) as second:
+                second.sendall(head + b"Content-Length: 1000000\r\n\r\n" + chunk)
+                answer = b""
+                while b"}}" not in answer and len(answer) < 2000:
+                    answer += second.recv(2000)
+            assert answer.startswith(b"HTTP/1.1 429") and b"bodies arriving at once" in answer, answer
+            assert httpx.get(service.url + "/health").json()["in_flight"] == 0
+        deadline = time.time() + 5  # the first client gone mid-body: counted, never an internal error
+        while 'kind="client_disconnected"' not in httpx.get(service.url + "/metrics").text and time.time() < deadline:
+            time.sleep(0.1)
+        metrics = httpx.get(service.url + "/metrics").text
+        assert 'kind="client_disconnected"' in metrics and 'kind="internal_error"' not in metrics, metrics
+    finally:
+        service.stop()
