@@ -1,8 +1,8 @@
 """``make gpu-check``: the paper's configuration on a real GPU, measured against the memory plan.
 
-On a CUDA machine each run builds random weights of a model's published shapes directly on the GPU
-and trains two GRPO steps through the project's trainer (:func:`build_grpo_trainer`, the real rollout,
-TRL's update), recording:
+On a CUDA machine each run builds random weights of a model's published shapes directly on the GPU and trains
+two GRPO steps through the project's trainer (:func:`build_grpo_trainer`, the real rollout, TRL's update),
+recording:
 
 * the peak memory of each phase (sampling, rewards, update, optimizer step, between steps) in steps 1
   and 2 (``torch.cuda.max_memory_allocated``, reset at each boundary) beside ``autagent plan``'s
@@ -14,14 +14,16 @@ TRL's update), recording:
   masters moves the weights as far as fp32 does; on the rewarded-index task the rewarded completion's
   log-probability rises).
 
-Runs: ``tiny`` (full fine-tuning, fp32 masters), ``tiny-zero2``, ``2b`` (2.09 B: the real audio tower
-and a 16-layer decoder), ``2b-zero2`` (DeepSpeed ZeRO-2, where installed), ``7b-lora`` (the 8.40 B
-shapes of Qwen2-Audio-7B through ``experiments/paper_qwen2audio_1gpu.yaml``'s LoRA recipe, static KV
-cache, compiled decoding).  Each run is its own process; a run that fails is recorded with its error.
-Results go to ``autagent/policies/lm/plan/gpu_check.json`` (merged by run; package data: the plan reads
-it) and to the table between the gpu-check markers in docs/cluster.md.  Without CUDA it prints one line
-and exits 0.  ``--device cpu`` runs the same code on the CPU without memory figures (the plumbing test,
-``tests/test_gpu_check.py``).
+Runs: ``tiny`` (full fine-tuning, fp32 masters), ``tiny-zero2``, ``2b`` (2.09 B: the real audio tower and a
+16-layer decoder), ``2b-zero2`` (DeepSpeed ZeRO-2, where installed), ``7b-lora`` (the 8.40 B shapes of
+Qwen2-Audio-7B through ``experiments/paper_qwen2audio_1gpu.yaml``'s LoRA recipe, static KV cache, compiled
+decoding). Each run is its own process; a run that fails is recorded with its error. What each measures is its
+own module beside this one: ``gpu_check_memory.py`` (each phase's peak against the plan), ``gpu_check_speed.py``
+(the decoding floor), ``gpu_check_tiny.py`` (the tiny model's checks); this one builds and runs each
+configuration, and publishes. Results go to ``autagent/policies/lm/plan/gpu_check.json`` (merged by run; package
+data: the plan reads it) and to the table between the gpu-check markers in docs/cluster.md. Without CUDA it
+prints one line and exits 0. ``--device cpu`` runs the same code on the CPU without memory figures (the plumbing
+test, ``tests/test_gpu_check.py``).
 """
 
 from __future__ import annotations
@@ -37,12 +39,17 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # what each part measures: gpu_check_*.py beside it
+from gpu_check_memory import PhaseMeter, instrument, meter_peak  # noqa: E402
+from gpu_check_speed import decode_floor  # noqa: E402
+from gpu_check_tiny import SIX, master, tiny_checks  # noqa: E402
+
 from autagent.policies.lm.plan.terms import GPU_CHECK_RUNS as RESULTS  # noqa: E402
+
+__all__ = ["PhaseMeter", "decode_floor", "instrument", "master", "meter_peak", "tiny_checks"]
 
 DOC = ROOT / "docs" / "cluster.md"
 BEGIN, END = "<!-- gpu-check:begin -->", "<!-- gpu-check:end -->"
-SIX = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
-HBM_BYTES_PER_S = {"H100": 3.35e12, "H200": 4.8e12, "A100": 2.0e12}  # published peaks
 SMALLER_DECODER = {
     # The ~2 B shapes of issue #33's table: Qwen2-Audio-7B's audio tower under a decoder of 16 layers x 2048.
     "2b": {
@@ -154,103 +161,6 @@ def clips(folder: Path, count: int) -> list:
     return out
 
 
-class PhaseMeter:
-    """Memory per (step, phase), reset at each boundary, the largest kept (CUDA; nothing on a CPU):
-
-    * ``measured_gb``: ``max_memory_allocated``, what the plan models;
-    * ``reserved_gb``: ``max_memory_reserved``, what the caching allocator held for it (its reserve and
-      fragmentation on top);
-    * ``card_gb``: the card's use at that peak: ``reserved_gb`` plus what the card holds outside the
-      allocator (``mem_get_info``'s used memory less ``memory_reserved`` at the boundary: the CUDA
-      context, cuBLAS and NCCL buffers).
-
-    ``card_gb - measured_gb`` is the headroom a plan needs beyond its peak
-    (:func:`autagent.policies.lm.plan.terms.headroom`).
-    ``cuda`` is ``torch.cuda`` or a stand-in with the same five functions (the tests')."""
-
-    FIGURES = ("measured_gb", "reserved_gb", "card_gb")
-
-    def __init__(self, on_cuda: bool, cuda=None):
-        import torch
-
-        self.cuda, self.on, self.step, self.phase, self.peaks = cuda or torch.cuda, on_cuda, 0, None, {}
-
-    def figures(self, allocated: float, reserved: float) -> dict:
-        free, total = self.cuda.mem_get_info()
-        outside = (total - free) - self.cuda.memory_reserved()
-        return {"measured_gb": allocated / 1e9, "reserved_gb": reserved / 1e9, "card_gb": (reserved + outside) / 1e9}
-
-    def keep(self, key: str, figures: dict) -> None:
-        old = self.peaks.get(key, {})
-        self.peaks[key] = {name: max(old.get(name, 0.0), value) for name, value in figures.items()}
-
-    def enter(self, phase: str | None) -> None:
-        if self.on and self.phase is not None:
-            self.cuda.synchronize()
-            figures = self.figures(self.cuda.max_memory_allocated(), self.cuda.max_memory_reserved())
-            self.keep(f"{self.step}/{self.phase}", figures)
-        if self.on:
-            self.cuda.reset_peak_memory_stats()
-        self.phase = phase
-
-    def allocated(self, phase: str) -> None:
-        if self.on:
-            self.peaks[f"{self.step}/{phase}"] = self.figures(self.cuda.memory_allocated(), self.cuda.memory_reserved())
-
-    def rounded(self) -> dict:
-        return {key: {name: round(value, 2) for name, value in figures.items()} for key, figures in self.peaks.items()}
-
-
-def instrument(trainer, meter: PhaseMeter, timings: list, steps: list | None = None) -> None:
-    """Phase boundaries: the rollout (sampling), until the first loss (rewards: reference log-probs and
-    the reward function), the micro-batches (update), the optimizer step, after it (between)."""
-    from transformers import TrainerCallback
-
-    rollout, compute_loss = trainer.rollout_func, trainer._compute_loss
-
-    def timed_rollout(prompts, owner):
-        meter.enter("sampling")
-        started = time.perf_counter()
-        out = rollout(prompts, owner)
-        chunks = -(-len(prompts) // trainer.autagent_lm.generation_batch_size)
-        steps = max(len(ids) for ids in out["completion_ids"])
-        timings.append(
-            {
-                "step": meter.step,
-                "seconds": time.perf_counter() - started,
-                "chunks": chunks,
-                "decoding_steps": steps,
-                "prompt_tokens": max(len(p) for p in out["prompt_ids"]),
-            }
-        )
-        meter.enter("rewards")
-        return out
-
-    def measured_loss(model, inputs):
-        if meter.phase == "rewards":
-            meter.enter("update")
-        return compute_loss(model, inputs)
-
-    class Boundaries(TrainerCallback):
-        started = 0.0
-
-        def on_step_begin(self, args, state, control, **kwargs):
-            meter.step = state.global_step + 1
-            self.started = time.perf_counter()
-
-        def on_pre_optimizer_step(self, args, state, control, **kwargs):
-            meter.enter("optimizer")
-
-        def on_step_end(self, args, state, control, **kwargs):
-            meter.enter(None)
-            meter.allocated("between")
-            if steps is not None:
-                steps.append({"step": meter.step, "seconds": round(time.perf_counter() - self.started, 1)})
-
-    trainer.rollout_func, trainer._compute_loss = timed_rollout, measured_loss
-    trainer.add_callback(Boundaries())
-
-
 def one_run(name: str, device: str, work: Path) -> dict:
     import dataclasses
 
@@ -296,18 +206,6 @@ def one_run(name: str, device: str, work: Path) -> dict:
     return result
 
 
-def meter_peak(plan, step: int, phase: str, deepspeed: bool) -> float:
-    """The plan's bytes for what the meter measures as ``phase``.  Under DeepSpeed the optimizer step runs
-    inside the last micro-batch's backward (accelerate calls the engine's step there), so the meter's
-    "update" holds the step's peak and its "optimizer" what is left after it: the plan's larger of
-    update and optimizer step, and its between-steps figure."""
-    if deepspeed and phase == "update":
-        return max(plan.peak(step, "update")[0], plan.peak(step, "optimizer")[0])
-    if deepspeed and phase == "optimizer":
-        return plan.peak(step, "between")[0]
-    return plan.peak(step, phase)[0]
-
-
 def replan(name: str, result: dict, config=None) -> dict:
     """Set each measured phase's ``plan_gb``: ``autagent plan``'s figure (:func:`meter_peak`) for the run's
     recorded settings, the measured prompt length and the runtime of the code it ran."""
@@ -333,124 +231,6 @@ def run_config(name: str, folder: Path, recorded: dict | None = None):
     (folder / "config.json").write_text(json.dumps({"model_type": "qwen2_audio", **shapes_of(RUNS[name]["shape"])}))
     overrides = {**(recorded or settings(RUNS[name], "cuda")), "policy.lm.model_id": str(folder)}
     return load_config(config_file(name), overrides)
-
-
-def decode_floor(model, lm, prompt_tokens: int) -> dict | None:
-    """Milliseconds a decoding step needs at the card's published bandwidth: the decoder and LM head's
-    bf16 weights, and the KV cache of a chunk halfway through its completion."""
-    import torch
-
-    from autagent.policies.lm.plan.shapes import Architecture
-
-    name = torch.cuda.get_device_name()
-    bandwidth = next((bw for key, bw in HBM_BYTES_PER_S.items() if key in name), None)
-    if bandwidth is None:
-        return None
-    inner = model.get_base_model() if hasattr(model, "get_base_model") else model
-    weights = 2 * sum(p.numel() for p in inner.model.language_model.parameters()) + 2 * inner.lm_head.weight.numel()
-    arch = Architecture.of(lm.model_id)
-    kv = arch.kv_cache_bytes(lm.generation_batch_size, prompt_tokens + lm.max_completion_length // 2, 2)
-    return {
-        "card": name,
-        "weights_ms": round(1e3 * weights / bandwidth, 2),
-        "with_kv_ms": round(1e3 * (weights + kv) / bandwidth, 2),
-    }
-
-
-def tiny_checks(trainer, processor, samples, config, work: Path) -> dict:
-    """Rollout protection under gradient checkpointing, and bf16 learning (tiny model)."""
-    import dataclasses
-
-    import torch
-
-    from autagent.policies.lm.prompt import agent_prompt, parse_selection
-    from autagent.policies.lm.rollout import completion_logprob, make_rollout
-    from autagent.policies.lm.trainer import build_grpo_trainer
-
-    model = trainer.accelerator.unwrap_model(trainer.model)
-    lm = dataclasses.replace(config.policy.lm, max_completion_length=8)
-    trainer._audio_paths = [s.audio for s in samples]
-    prompts = [agent_prompt(s.question, SIX) for s in samples]
-    rollout = make_rollout(processor, dataclasses.replace(lm, constrained_decoding=False), len(SIX))
-    trainer.temperature = 1e-4  # all but greedy: CUDA sampling is not bit-repeatable
-    model.activation_checkpointing_enable()
-    model.train()
-    in_training = rollout(prompts, trainer)["completion_ids"]
-    model.activation_checkpointing_disable()
-    model.eval()
-    protected = in_training == rollout(prompts, trainer)["completion_ids"]
-
-    def moved(bf16: bool) -> float:
-        overrides = dataclasses.replace(config.policy.lm, bf16=bf16, learning_rate=1e-6, lora=None, deepspeed=None)
-        trained = build_grpo_trainer(
-            dataclasses.replace(config, policy=dataclasses.replace(config.policy, lm=overrides)),
-            overrides,
-            samples,
-            {s.id: None for s in samples},
-            [lambda prompts, completions, **_: [1.0 + len(c) % 3 for c in completions]],
-            work / f"moved{bf16}",
-            SIX,
-            overrides.model_id,
-        )[0]
-        before = [p.detach().float().clone() for p in trained.model.parameters()]
-        trained.train()
-        return float(
-            torch.cat(
-                [(master(trained, p) - b.to(p.device)).flatten() for p, b in zip(trained.model.parameters(), before)]
-            ).norm()
-        )
-
-    fp32, bf16 = moved(False), moved(True)
-    rewarded = lambda prompts, completions, **_: [
-        float(parse_selection(c, SIX).tools == ("tempo",)) for c in completions
-    ]  # noqa: E731
-    lm = dataclasses.replace(
-        config.policy.lm,
-        learning_rate=3e-3,
-        constrained_decoding=True,
-        max_completion_length=12,
-        lora=None,
-        deepspeed=None,
-    )
-    steps = int(os.environ.get("GPU_CHECK_LEARNING_STEPS", "30"))
-    learning_config = dataclasses.replace(
-        config,
-        policy=dataclasses.replace(config.policy, lm=lm),
-        grpo=dataclasses.replace(config.grpo, steps=steps, advantage="group", beta=0.0),
-    )
-    learner, _ = build_grpo_trainer(
-        learning_config, lm, samples, {s.id: None for s in samples}, [rewarded], work / "learning", SIX, lm.model_id
-    )
-    ask = lambda: completion_logprob(
-        learner.model,
-        processor,
-        prompts[0],
-        samples[0].audio,
-        "<answer>4</answer>",  # noqa: E731
-        grammar=learner.grammar,
-    )
-    before = ask()
-    learner.train()
-    return {
-        "rollout_protected": protected,
-        "moved_fp32": fp32,
-        "moved_bf16": bf16,
-        "bf16_moves_like_fp32": abs(bf16 / fp32 - 1) <= 0.2 if fp32 else False,
-        "rewarded_logprob": [round(before, 3), round(ask(), 3)],
-        "learning_steps": steps,
-    }
-
-
-def master(trainer, param):
-    """The weight AdamW updates: DeepSpeed's fp32 master of a bf16 parameter (an update below bf16's
-    resolution moves the master, not yet the bf16 copy), else the parameter itself."""
-    if trainer.is_deepspeed_enabled:
-        from deepspeed.utils import safe_get_full_fp32_param
-
-        full = safe_get_full_fp32_param(param)
-        if full is not None:
-            return full.detach().float()
-    return param.detach().float()
 
 
 def markdown(results: dict, commit: str) -> str:

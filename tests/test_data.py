@@ -292,7 +292,8 @@ def test_the_same_question_and_choices_need_different_tools_for_different_clips(
 
 def test_animal_clips_are_real_recordings_the_other_pool_never_hears():
     from autagent.data.generator import vocab
-    from autagent.data.generator.kinds import Ctx, animal
+    from autagent.data.generator.kinds import Ctx
+    from autagent.data.generator.sounds import animal
 
     for name, (recordings, _) in vocab.ANIMALS.items():
         assert not set(recordings["train"]) & set(recordings["test"]), name

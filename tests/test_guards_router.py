@@ -280,7 +280,6 @@ def test_the_tables_rewards_are_right_minus_no_tool_minus_the_price():
         and np.allclose(differential[1:], table.rewards(["q01", "q02"], "differential", 0.1))
     )
     assert table.asked_mask(["q00"]).tolist() == [[1.0] * 8]
-    assert table.asked_share(["q00"], [(), ("asr",)]) == 1.0
 
 
 def test_the_surrogate_falls_back_to_the_nearest_asked_subset_without_scores():

@@ -41,21 +41,9 @@ from ..progress import progress as tqdm
 from ..sample import Sample
 from . import listening
 from .describe import describe
-from .kinds import (
-    Ctx,
-    animal,
-    chord,
-    chord_at,
-    instrument,
-    melody_contour,
-    note,
-    scene,
-    sound_event,
-    tempo_bpm,
-    tempo_chord,
-    tempo_feel,
-    tone,
-)
+from .kinds import Ctx
+from .music import chord, chord_at, instrument, melody_contour, note, tempo_bpm, tempo_chord, tempo_feel
+from .sounds import animal, scene, sound_event, tone
 from .speech import (
     audio_kind,
     background,

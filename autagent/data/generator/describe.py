@@ -17,18 +17,9 @@ import numpy as np
 
 from .. import synth
 from . import vocab
-from .kinds import (
-    Ctx,
-    Item,
-    beat_audio,
-    chord_choices,
-    chord_name,
-    chords_audio,
-    event_audio,
-    melody_audio,
-    other_options,
-    pick_wording,
-)
+from .kinds import Ctx, Item, other_options, pick_wording
+from .music import beat_audio, chord_choices, chord_name, chords_audio, melody_audio
+from .sounds import event_audio
 from .speech import NUMBER_WORDS, crossed_choices, dialogue, distinct_picks, say, sentence_pool
 
 

@@ -19,7 +19,8 @@ this project; nothing comes from an evaluation benchmark or from the transfer ch
 from __future__ import annotations
 
 from . import vocab
-from .kinds import Ctx, Item, beat_audio, scale_tune
+from .kinds import Ctx, Item
+from .music import beat_audio, scale_tune
 
 PHRASINGS: dict[str, tuple[str, ...]] = {
     "music_style": (

@@ -8,18 +8,10 @@ import numpy as np
 
 from .. import synth
 from . import vocab
-from .kinds import (
-    Ctx,
-    Item,
-    chord_name,
-    chords_audio,
-    event_audio,
-    melody_audio,
-    near_or_far_item,
-    other_options,
-    pick_wording,
-)
+from .kinds import Ctx, Item, near_or_far_item, other_options, pick_wording
+from .music import chord_name, chords_audio, melody_audio
 from .phrasings import PHRASINGS
+from .sounds import event_audio
 
 NUMBER_WORDS = ("zero", "one", "two", "three", "four", "five")
 TIMES = ("never", "once", "twice", "three times", "four times", "five times")

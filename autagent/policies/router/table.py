@@ -384,11 +384,6 @@ class AnswerTable:
                 out[i, j] = float((p / p.sum()) @ right)
         return out
 
-    def asked_share(self, sids: list[str], subsets: list[Subset]) -> float:
-        """The share of (query, subset) pairs the reasoner was really asked (the rest are the surrogate's)."""
-        pairs = [(sid, z) for sid in sids for z in subsets]
-        return sum(self.asked(sid, z) for sid, z in pairs) / max(len(pairs), 1)
-
     def surrogate_fidelity(self) -> dict:
         """How often the surrogate gives the reasoner's own answer, for each asked subset of more than
         none predicted without it (all tools from the singles, each single from the others, ...)."""

@@ -1,0 +1,34 @@
+"""The house's rooms stay readable (issue 64, item 4): no module in autagent/, tools/ or rewards/ (nor
+scripts/gpu_check.py) over 400 lines but the ones named below with why, and the dead code it named stays gone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+MOST_LINES = 400
+LONGER = {
+    "autagent/data/generator/phrasings.py": "the generator's phrase tables: data, read as a list",
+    # issue 64's other parts, in files other work holds: split when that work is done
+    "autagent/cli/commands.py": "the command line's handlers (issue 64: the CLI's own split)",
+    "autagent/cli/parser.py": "the command line's parser (issue 64: the CLI's own split)",
+    "autagent/serve/realtime.py": "the realtime endpoint (issue 64 item 3: the service's typed request)",
+}
+
+
+def test_no_module_is_longer_than_four_hundred_lines_but_the_named_ones():
+    modules = [p for top in ("autagent", "tools", "rewards") for p in (ROOT / top).rglob("*.py")]
+    modules.append(ROOT / "scripts" / "gpu_check.py")
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in modules
+        if (n := len(p.read_text().splitlines())) > MOST_LINES and str(p.relative_to(ROOT)) not in LONGER
+    }
+    assert not long, long
+
+
+def test_the_dead_code_issue_64_named_is_gone():
+    from autagent.data.generator import kinds
+    from autagent.policies.router.table import AnswerTable
+
+    assert not hasattr(kinds, "_level") and not hasattr(AnswerTable, "asked_share")
