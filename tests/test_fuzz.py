@@ -1,6 +1,6 @@
 """The fuzz corpus (tests/helpers/fuzz_corpus.py): a fast subset with the command line called in process, and
 the whole (one-hour clip, every tool, every command-line path in a process of its own) as a slow
-test; both run in CI (the subset in ``make test``, the whole in ``make test-service``: ``.ci/run``).
+test; both run in CI (``.ci/run``: the subset in ``make test``, the whole on a line of its own).
 Every bad input ends in a clear error or is handled as data; no crash; no row lost."""
 
 from __future__ import annotations
