@@ -363,7 +363,7 @@ def test_tools_run_prints_records(click_wav, tmp_path, capsys):
 
 def test_every_experiment_config_loads():
     from autagent.config import load_config
-    from autagent.recipes.sweep import read_sweep
+    from autagent.recipes.sweep import read_sweep, variant_config
 
     paths = sorted(glob.glob("experiments/*.yaml"))
     assert len(paths) >= 9
@@ -371,8 +371,13 @@ def test_every_experiment_config_loads():
         load_config(path)
     for path in sorted(glob.glob("experiments/sweeps/*.yaml")):
         spec = read_sweep(path)
-        for overrides in spec["variants"].values():
-            load_config(spec["base"], {**(spec.get("set") or {}), **(overrides or {})})
+        for name in spec["variants"]:  # as the sweep builds them, each variant's settings on a test set too
+            _, own_tests = variant_config(spec, name, spec["seeds"][0])
+            for test, settings in spec["also_test"].items():
+                load_config(spec["base"], {**(spec.get("set") or {}), **settings, **(own_tests.get(test) or {})})
+    certify = variant_config(read_sweep("experiments/sweeps/cascade_certify.yaml"), "adapted-3000", 0)[0]
+    table = certify.policy.router.table
+    assert (table.budget, table.held_out, table.certify.enabled, table.certify.eps) == (2000, 200, True, 0.09)
     paper = load_config("experiments/paper_qwen2audio.yaml")
     lm = paper.policy.lm
     assert (

@@ -142,6 +142,21 @@ def train_in_own_process(config, resume: bool) -> None:
         raise ConfigError(f"sweep run {config.name} failed (its config: {path}; its folder: {config.run_dir})")
 
 
+def variant_config(spec: dict, name: str, seed: int) -> tuple:
+    """(the run config of variant ``name`` at ``seed``, its own settings per extra test set): the sweep's
+    ``set``, the variant's overrides (less its ``also_test``), the seed, the run's name and folder."""
+    variant = dict(spec["variants"][name] or {})
+    own_tests = variant.pop("also_test", None) or {}  # this variant's own settings on a test set
+    overrides = {
+        **(spec.get("set") or {}),
+        **variant,
+        "seed": seed,
+        "name": f"{name}-s{seed}",
+        "output_dir": str(spec["output_dir"]),
+    }
+    return load_config(spec["base"], overrides), own_tests
+
+
 def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -> dict:
     spec = read_sweep(path)
     out = Path(spec["output_dir"])
@@ -149,16 +164,7 @@ def run_sweep(path: str | Path, resume: bool = False, only: str | None = None) -
     runs: dict[str, dict[int, dict]] = {}
     for name in names:
         for seed in spec["seeds"]:
-            variant = dict(spec["variants"][name] or {})
-            own_tests = variant.pop("also_test", None) or {}  # this variant's own settings on a test set
-            overrides = {
-                **(spec.get("set") or {}),
-                **variant,
-                "seed": seed,
-                "name": f"{name}-s{seed}",
-                "output_dir": str(out),
-            }
-            config = load_config(spec["base"], overrides)
+            config, own_tests = variant_config(spec, name, seed)
             done = config.run_dir / "metrics.json"
             if not (resume and done.exists()):
                 if config.run_dir.exists() and not resume:
