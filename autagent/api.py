@@ -214,15 +214,15 @@ class Plugin:
         set_dial(self.plugin, dial)
         return self
 
-    def probabilities(self, audio: str, question: str, choices=()) -> dict[str, float] | None:
-        """Each tool's probability of being called (a router's; None for an LM agent, which writes a list)."""
-        probabilities = getattr(self.plugin, "probabilities", None)
-        return probabilities(str(audio), question, tuple(choices)) if probabilities else None
     @property
     def certificate(self) -> dict | None:
         """What ``autagent adapt --certify`` certified (the point, its margin, items and interval), or None."""
         return self.manifest.get("certificate")
 
+    def probabilities(self, audio: str, question: str, choices=()) -> dict[str, float] | None:
+        """Each tool's probability of being called (a router's; None for an LM agent, which writes a list)."""
+        probabilities = getattr(self.plugin, "probabilities", None)
+        return probabilities(str(audio), question, tuple(choices)) if probabilities else None
 
     def explain(self, audio: str, question: str, choices=()) -> dict | None:
         """Why these tools: unfamiliar inputs and, per tool, probabilities and whether the back-off decided

@@ -53,10 +53,10 @@ USER_ERRORS = (
     ("autagent.oneoff", "UsageError"),
     ("autagent.plugin.trust", "PluginError"),
     ("autagent.policies.router.crossval", "CrossValidationError"),
+    ("autagent.policies.router.table", "BudgetError"),
     ("autagent.reasoners.base", "ReasonerFailing"),
     ("tools.audio", "AudioError"),
     ("tools.registry", "ToolRegistryError"),
-    ("autagent.policies.router.table", "BudgetError"),
 )
 """The errors a user causes, by module: looked up only in the modules a command imported, so a command
 that fails on its input (a missing clip) has imported nothing heavy (torch, Ray) by then."""
