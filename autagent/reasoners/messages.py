@@ -38,6 +38,13 @@ MIME_FORMATS = {"x-wav": "wav", "wave": "wav", "mpeg": "mp3", "x-flac": "flac"} 
 DATA_URL = re.compile(r"^data:audio/([\w.+-]+)(?:;[\w=.+-]+)*;base64,(.*)$", re.DOTALL)
 
 
+def over_limit(size: int, max_bytes: int) -> str:
+    """A clip over the size limit, naming the flag that raises it (the service's and MCP's --max-audio-mb)."""
+    return (
+        f"the audio is {size} bytes, over the {max_bytes}-byte limit (--max-audio-mb {max_bytes / 2**20:g} raises it)"
+    )
+
+
 class BadRequest(ValueError):
     """A request the service cannot serve, with the reason (an OpenAI-shaped 400)."""
 
@@ -128,7 +135,7 @@ def decode_base64(data) -> bytes:
 def store_audio(raw: bytes, fmt: str, folder: Path, max_bytes: int) -> Path:
     """The clip as a file named by its content (so every cache keyed by content applies)."""
     if len(raw) > max_bytes:
-        raise BadRequest(f"the audio is {len(raw)} bytes, over the {max_bytes}-byte limit")
+        raise BadRequest(over_limit(len(raw), max_bytes))
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / f"{hashlib.sha256(raw).hexdigest()}.{fmt}"
     if not path.exists():  # a temporary file of its own: requests with the same clip may write at once
@@ -286,7 +293,7 @@ def read_query(messages, explicit_choices, audio_folder: Path, max_bytes: int, s
     if held is not None:
         return ChatQuery(str(held[0]), question, choices, records, audio_bytes=held[1])
     if len(raw) > max_bytes:
-        raise BadRequest(f"the audio is {len(raw)} bytes, over the {max_bytes}-byte limit")
+        raise BadRequest(over_limit(len(raw), max_bytes))
     check_format(raw, fmt)
     path = store(raw, fmt) if store is not None else store_audio(raw, fmt, audio_folder, max_bytes)
     return ChatQuery(str(path), question, choices, records, audio_bytes=len(raw))

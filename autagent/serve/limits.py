@@ -43,6 +43,12 @@ and tools' schemas holds a few thousand; ``{"messages": [{}, {}, ...]}`` in the 
 may take held 8.5 million, and validating 6.4 MB of them added 1,850 MiB (issue 62)."""
 
 
+def body_too_big(max_bytes: int) -> str:
+    """A body over its limit, naming the flag it follows (a clip's base64 under --max-audio-mb, plus 1 MiB)."""
+    clip_mb = (max_bytes - (1 << 20)) * 3 / 4 / 2**20
+    return f"the request body is over the {max_bytes}-byte limit (it follows --max-audio-mb {clip_mb:.3g}: raise that)"
+
+
 def body_limit(max_audio_bytes: int) -> int:
     """The largest request body: the clip in base64 (4 bytes per 3) and 1 MiB for the rest."""
     return 4 * -(-max_audio_bytes // 3) + (1 << 20)
@@ -79,7 +85,7 @@ async def read_json(request, max_bytes: int, arriving: Arriving | None = None) -
     ``max_bytes``; a declared ``Content-Length`` over the limit is refused before anything is read;
     a 429 when the bodies arriving at once would pass ``arriving``'s bound; a 413 for more than
     :data:`MAX_JSON_VALUES` values, before they are parsed."""
-    too_big = Refused(413, f"the request body is over the {max_bytes}-byte limit", "invalid_request_error")
+    too_big = Refused(413, body_too_big(max_bytes), "invalid_request_error")
     declared = request.headers.get("content-length")
     if declared is not None and declared.isdigit() and int(declared) > max_bytes:
         raise too_big
@@ -310,7 +316,7 @@ class WholeBody:
                     chunks.append(message.get("body", b""))
                     size += len(chunks[-1])
                     if size > self.max_bytes:
-                        return await _refuse(send, 413, f"the request body is over the {self.max_bytes}-byte limit")
+                        return await _refuse(send, 413, body_too_big(self.max_bytes))
                     if not message.get("more_body"):
                         break
         except TimeoutError:

@@ -43,6 +43,7 @@ from ..reasoners.messages import (
     check_format,
     check_text,
     decode_base64,
+    over_limit,
 )
 from .access import Guard
 from .limits import AudioStore, WholeBody
@@ -148,7 +149,9 @@ class AcousticTools:
     def _store(self, data: str, fmt: str | None) -> str:
         limit = self.options.max_audio_bytes
         if len(data) > 4 * (limit // 3 + 1) + 4:  # refused before decoding anything
-            raise BadRequest(f"audio: the payload is over the {limit}-byte limit")
+            raise BadRequest(
+                f"audio: the payload is over the {limit}-byte limit (--max-audio-mb {limit / 2**20:g} raises it)"
+            )
         try:
             raw = decode_base64(data)
         except BadRequest:
@@ -159,7 +162,7 @@ class AcousticTools:
             found = sniff(raw[:64])
             fmt = found if found in FORMATS else "wav"
         if len(raw) > limit:
-            raise BadRequest(f"audio: the clip is {len(raw)} bytes, over the {limit}-byte limit")
+            raise BadRequest(f"audio: {over_limit(len(raw), limit)}")
         check_format(raw, fmt)  # a playlist, or bytes that are not the format declared: refused
         return self.store.hold(raw, fmt, limit)
 

@@ -123,7 +123,7 @@ def test_bad_input_is_an_mcp_error_naming_the_problem_and_the_server_stays_up(tm
         ({"audio": str(garbage)}, "garbage.wav: cannot decode audio"),
         ({"audio": str(click_wav[0])}, "outside the folders this server may read (--allow-dir"),
         ({"audio": str(allowed / "escape.wav")}, "outside the folders this server may read"),
-        ({"audio": big}, f"over the {small}-byte limit"),
+        ({"audio": big}, f"over the {small}-byte limit (--max-audio-mb"),
         ({"audio": "not base64 at all!!"}, "neither a file path, a data: URL nor valid base64"),
         ({"audio": "data:text/plain,hello"}, "a data: URL must look like data:audio/<format>;base64,<bytes>"),
         ({"audio": str(inside), "start": 3, "end": 1}, "end (1 s) must be after start (3 s)"),

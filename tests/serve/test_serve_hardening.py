@@ -86,7 +86,7 @@ def test_a_full_service_refuses_before_reading_the_body_and_a_declared_oversize_
             headers={"Content-Type": "application/json"},
             timeout=60,
         )
-        assert chunked.status_code == 413 and "byte limit" in chunked.json()["error"]["message"]
+        assert chunked.status_code == 413 and "limit (it follows --max-audio-mb" in chunked.json()["error"]["message"]
         assert _settled(service.url)
     finally:
         service.stop()
