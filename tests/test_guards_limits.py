@@ -49,7 +49,9 @@ def test_a_body_at_its_limit_is_read_and_one_byte_over_is_refused():
     assert read(body, len(body), declared=len(body)) == {"a": 1}
     with pytest.raises(Refused) as refused:
         read(body, len(body) - 1)  # no declared length: refused as the bytes arrive
-    assert refused.value.status == 413 and f"over the {len(body) - 1}-byte limit (it follows --max-audio-mb" in str(refused.value)
+    assert refused.value.status == 413 and f"over the {len(body) - 1}-byte limit (it follows --max-audio-mb" in str(
+        refused.value
+    )
     request = Request(body, declared=len(body) + 1)
     with pytest.raises(Refused):
         asyncio.run(read_json(request, len(body)))

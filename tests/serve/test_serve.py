@@ -229,7 +229,11 @@ def test_every_hostile_request_gets_an_openai_shaped_error_and_the_service_stays
         (message(audio(base64.b64encode(os.urandom(4000)).decode()), text), 400, "the audio cannot be used"),
         (message(audio(""), text), 400, "missing or empty"),
         (message(audio("not base64!!"), text), 400, "not valid base64"),
-        (message(audio(base64.b64encode(b"x" * 700_000).decode()), text), 400, "over the 600000-byte limit (--max-audio-mb"),
+        (
+            message(audio(base64.b64encode(b"x" * 700_000).decode()), text),
+            400,
+            "over the 600000-byte limit (--max-audio-mb",
+        ),
         (message(audio(long_audio), text), 400, "longer than 5 s"),
         ({"model": "m"}, 400, "messages is required"),
         ({"model": "m", "messages": "hello"}, 400, "messages must be a list, got string"),
