@@ -17,7 +17,7 @@ reads against seconds as well as against tools.
 
 from __future__ import annotations
 
-from ..plugin.dial import Dial, recorded_seconds, tool_seconds_of
+from ..plugin.dial import Dial, recorded_seconds, select_at, tool_seconds_of
 from .paired import paired_difference
 
 
@@ -45,15 +45,10 @@ def _point(k, result, seconds: dict) -> dict:
 def learned_results(plugin, samples, run, tool_ids, max_k: int) -> list:
     """The plugin's K = 0..T results: its own selection with ``Dial(tools=K)``, the dial a user sets with
     ``--tools K`` (the plugin's dial is put back after)."""
-    kept = plugin.dial
-    results = []
-    try:
-        for k in range(max_k + 1):
-            plugin.dial = Dial(tools=k)
-            results.append(run([tuple(t for t in tool_ids if t in z) for z in plugin.select_many(samples)]))
-    finally:
-        plugin.dial = kept
-    return results
+    return [
+        run([tuple(t for t in tool_ids if t in z) for z in select_at(plugin, samples, Dial(tools=k))])
+        for k in range(max_k + 1)
+    ]
 
 
 def cost_curve(

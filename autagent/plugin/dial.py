@@ -157,3 +157,14 @@ def certified_dial(manifest: dict) -> Dial | None:
         return None
     dial = Dial.of(certificate["point"])
     return dial if dial.active else None
+
+
+def select_at(plugin, samples, dial: Dial | None) -> list[Subset]:
+    """``plugin``'s selections on ``samples`` at ``dial`` (None: its trained threshold), its own dial put back after:
+    how the cost curve and a certification read an operating point through the code the service runs."""
+    kept = plugin.dial
+    plugin.dial = dial
+    try:
+        return [tuple(z) for z in plugin.select_many(samples)]
+    finally:
+        plugin.dial = kept

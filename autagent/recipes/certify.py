@@ -38,7 +38,7 @@ from rewards.scoring import is_correct
 
 from ..config import ConfigError
 from ..evaluation.paired import certifiable_eps, paired_difference
-from ..plugin.dial import Dial, recorded_seconds, tool_seconds_of
+from ..plugin.dial import Dial, recorded_seconds, select_at, tool_seconds_of
 from ..policies.router.export import RouterDraft
 from ..policies.router.table import CertifyConfig, held_out_ids
 from ..reasoners.base import ask_with_records
@@ -78,14 +78,7 @@ def candidate_points(tool_ids, max_k: int) -> list[tuple[str, Dial | None]]:
 
 def selections(plugin, samples, points) -> dict[str, list[tuple[str, ...]]]:
     """Each point's subsets on ``samples`` from the loaded plugin's own ``select_many`` (its dial put back)."""
-    kept, out = plugin.dial, {}
-    try:
-        for name, dial in points:
-            plugin.dial = dial
-            out[name] = [tuple(z) for z in plugin.select_many(samples)]
-    finally:
-        plugin.dial = kept
-    return out
+    return {name: select_at(plugin, samples, dial) for name, dial in points}
 
 
 def answer_all(reasoner, samples, records, chosen: dict[str, list]) -> dict[str, list[bool]]:
