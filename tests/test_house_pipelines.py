@@ -44,16 +44,18 @@ def _parameters(function) -> int:
 
 
 def test_no_trainer_or_export_function_takes_more_than_eight_parameters():
-    """The router's trainer, its export and the plugin format's writers (the LM's export_lm and
-    build_grpo_trainer are the LM policy's own, outside this check)."""
+    """The router's trainer, both policies' exports and the plugin format's writers (the LM's
+    build_grpo_trainer is the LM policy's own, outside this check)."""
     from autagent.plugin import manifest
+    from autagent.policies.lm import plugin as lm_plugin
     from autagent.policies.router import export, train
 
     functions = [
         train.RouterTrainer.__init__,
         export.export_router,
         export.draft_router,
-        manifest.export_plugin,
+        lm_plugin.export_lm,
+        lm_plugin.draft_lm,
         manifest.write_plugin,
         manifest.manifest_head,
     ]

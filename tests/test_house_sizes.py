@@ -29,6 +29,11 @@ def test_no_module_is_longer_than_four_hundred_lines_but_the_named_ones():
 
 def test_the_dead_code_issue_64_named_is_gone():
     from autagent.data.generator import kinds
+    from autagent.plugin import manifest
+    from autagent.policies.lm import recipe
     from autagent.policies.router.table import AnswerTable
 
     assert not hasattr(kinds, "_level") and not hasattr(AnswerTable, "asked_share")
+    assert not hasattr(recipe, "has_checkpoints")
+    # a run writes its plugin once (the LM's too): nothing rewrites a card or exports a folder by the old path
+    assert not hasattr(manifest, "update_card") and not hasattr(manifest, "export_plugin")

@@ -5,6 +5,7 @@ answer grammar and its log-probabilities, the advantage estimator inside TRL, an
 from __future__ import annotations
 
 import json
+import pathlib
 
 import pytest
 import torch
@@ -139,13 +140,25 @@ def test_tiny_lm_trains_resumes_and_exports_a_plugin(tiny_lm_config, tiny_bench,
         lambda path, *a, **k: loads.append(str(path)) or load(path, *a, **k),
     )
     monkeypatch.setattr(autagent.reasoners, "build_reasoner", lambda *a, **k: builds.append(a) or build(*a, **k))
+    written, replace = [], pathlib.Path.replace
+
+    def counted(self, target):  # every manifest is written to a temporary file, then replaced into place
+        if pathlib.Path(target).name == "manifest.json":
+            written.append(json.loads(pathlib.Path(self).read_text())["content_hash"])
+        return replace(self, target)
+
+    monkeypatch.setattr(pathlib.Path, "replace", counted)
     assert main(["train", "--config", str(config)]) == 0
+    monkeypatch.setattr(pathlib.Path, "replace", replace)
     assert sorted(p.name for p in (run_dir / "trainer").glob("checkpoint-*")) == ["checkpoint-1", "checkpoint-2"]
     assert str(run_dir / "plugin") not in loads and len(builds) == 1  # evaluation reused what training loaded
     log = [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
     assert len(log) == 2 and all("selection/invalid_share" in row for row in log)
     metrics = json.loads((run_dir / "metrics.json").read_text())
     assert metrics["methods"]["policy"]["n"] == 4 and metrics["training"]["reward_batches"] == 2
+    manifest = json.loads((run_dir / "plugin" / "manifest.json").read_text())
+    assert written == [manifest["content_hash"]] == [metrics["plugin"]["content_hash"]]  # written once, evaluated
+    assert "| AuTAgent (trained policy) |" in (run_dir / "plugin" / "README.md").read_text()
 
     assert main(["train", "--config", str(config), "--resume", "--set", "grpo.steps=3"]) == 0
     log = [json.loads(line) for line in (run_dir / "train_log.jsonl").read_text().splitlines()]
@@ -378,6 +391,7 @@ def test_lora_trains_adapters_over_one_frozen_copy_and_the_plugin_selects_as_in_
     from transformers import Qwen2AudioForConditionalGeneration
 
     from autagent.api import load
+    from autagent.plugin.manifest import PluginTarget
     from autagent.policies.lm.plugin import LMPlugin, export_lm
     from autagent.policies.lm.rollout import completion_logprob
 
@@ -403,7 +417,7 @@ def test_lora_trains_adapters_over_one_frozen_copy_and_the_plugin_selects_as_in_
     assert any(not torch.equal(before[n], p) for n, p in trained.items() if "lora_B" in n)  # B left zero
 
     lm = trainer.autagent_config.policy.lm
-    folder = export_lm(tmp_path / "plugin", model, processor, lm, SIX, "embedded", {}, 30.0, {})
+    folder = export_lm(PluginTarget(tmp_path / "plugin", SIX, "embedded", {}, 30.0, {}), model, processor, lm)
     files = set(json.loads((folder / "manifest.json").read_text())["files"])
     weights = "adapter_model.safetensors" if export == "adapter" else "model.safetensors"
     assert weights in files and ("model.safetensors" in files) == (export == "merged")

@@ -10,7 +10,7 @@ Layout (HF's ``save_pretrained`` contract)::
       README.md            the model card (Hub front matter, usage, the run's evaluation table)
       model.safetensors    the policy's weights (never pickle)
 
-:func:`export_plugin` writes such a folder atomically; :func:`read_manifest` checks everything
+:func:`write_plugin` writes such a folder atomically, once; :func:`read_manifest` checks everything
 :mod:`autagent.plugin.trust` describes; :func:`check_tools` that every tool the plugin was trained with is
 registered here with the same backend and version.  The policies' own plugin modules
 (:mod:`autagent.policies.router.plugin`, :mod:`autagent.policies.lm.plugin`) build on these.
@@ -139,23 +139,6 @@ def write_plugin(directory: str | Path, head: dict, write_files, evaluation: dic
     return manifest
 
 
-def export_plugin(
-    directory: str | Path,
-    policy: str,
-    write_files,
-    tool_ids,
-    tools_profile: str,
-    tool_settings: dict | None,
-    max_seconds: float | None,
-    fields: dict,
-) -> Path:
-    """Write a plugin whose weights ``write_files(tmp)`` saves (:func:`write_plugin`), its manifest made of
-    the run's tools and ``fields``; the LM policy's export, whose model is written by its own library."""
-    target = PluginTarget(Path(directory), tuple(tool_ids), tools_profile, tool_settings, max_seconds, {})
-    write_plugin(directory, manifest_head(policy, target, fields), write_files)
-    return Path(directory)
-
-
 def write_manifest(directory: Path, manifest: dict) -> dict:
     """Hash (and, with ``$AUTAGENT_PLUGIN_SIGNING_KEY``, sign) ``manifest`` and write it atomically."""
     manifest = {k: v for k, v in manifest.items() if k not in ("content_hash", "signature")}
@@ -166,17 +149,6 @@ def write_manifest(directory: Path, manifest: dict) -> dict:
     tmp.write_text(json.dumps(manifest, indent=2, default=str))
     tmp.replace(directory / "manifest.json")
     return manifest
-
-
-def update_card(directory: str | Path, evaluation: dict) -> str:
-    """Rewrite a verified plugin's model card with the run's evaluation, re-hash it into the manifest
-    (re-signed when a signing key is set) and return the new content hash."""
-    directory = Path(directory)
-    manifest = read_manifest(directory)
-    (directory / "README.md").write_text(model_card(manifest, evaluation))
-    digest, size = file_digest(directory / "README.md")
-    manifest["files"]["README.md"] = {"sha256": digest, "size": size}
-    return write_manifest(directory, manifest)["content_hash"]
 
 
 def read_manifest(directory: str | Path, expected_sha256: str | None = None, key_file: str | None = None) -> dict:

@@ -5,54 +5,87 @@ policy exports its adapter (``policy.lm.lora.export: adapter``; loading reads th
 from __future__ import annotations
 
 import dataclasses
+from dataclasses import dataclass
 from pathlib import Path
 
+from tools.audio import AudioError, load_audio
+
 from ...data.sample import Sample
-from ...plugin.manifest import export_plugin
+from ...plugin.manifest import PluginTarget, manifest_head, write_plugin
 from ...plugin.trust import PluginError
 from .config import LMPolicyConfig
 from .prompt import AGENT_PROMPT, agent_prompt, parse_selection, tool_list
 from .rollout import encode_prompts, generate_selections
-from .text import TEXT_AGENT_PROMPT, text_tool_list
+from .text import (
+    TEXT_AGENT_PROMPT,
+    Profiler,
+    encode,
+    generate,
+    load_tokenizer,
+    resolve_model,
+    sample_prompt,
+    text_tool_list,
+)
 
 
-def export_lm(
-    directory: Path,
-    model,
-    processor,
-    lm: LMPolicyConfig,
-    tool_ids,
-    tools_profile: str,
-    tool_settings,
-    max_seconds,
-    training_config: dict,
-    metrics: dict | None = None,
-) -> Path:
-    def write(tmp: Path) -> None:
-        if lm.lora is not None and lm.lora.export == "merged":
-            base = model.get_base_model()
-            base.save_pretrained(tmp, state_dict=merged_state_dict(model), safe_serialization=True)
+def lm_fields(lm: LMPolicyConfig, target: PluginTarget) -> dict:
+    """The LM policy's own fields of its manifest: its encoders, prompt, tool list and settings, the run's
+    config and metrics."""
+    return {
+        "encoders": encoders(lm),
+        "prompt": TEXT_AGENT_PROMPT if lm.text else AGENT_PROMPT,
+        "tool_list": text_tool_list(target.tool_ids) if lm.text else tool_list(target.tool_ids),
+        "policy_config": dataclasses.asdict(lm),
+        "training_config": target.training_config,
+        "metrics": target.metrics or {},
+    }
+
+
+@dataclass
+class LMDraft:
+    """An LM plugin not yet written: its manifest without files and hash, and the trained model in memory.
+    A training run evaluates :meth:`open` (the model it trained, no second copy) and writes the folder once
+    with the evaluation's table on its card, as the router's :class:`RouterDraft` does."""
+
+    directory: Path
+    """Where :meth:`write` puts it."""
+    manifest: dict
+    """The manifest as it will be written, less ``files`` and ``content_hash``."""
+    model: object
+    """The trained model (a ``PeftModel`` under LoRA)."""
+    processor: object
+    """Its processor (the audio policy's) or tokenizer (the text policy's)."""
+    lm: LMPolicyConfig
+    """Its settings: whether a LoRA adapter is written alone or merged into the base."""
+
+    def open(self) -> LMPlugin:
+        """The plugin on the model in memory, as evaluation scores it."""
+        return LMPlugin.from_model(self.directory, self.manifest, self.model, self.processor)
+
+    def save(self, tmp: Path) -> None:
+        """The weights and the processor into ``tmp``: a LoRA adapter alone, or merged into the base."""
+        if self.lm.lora is not None and self.lm.lora.export == "merged":
+            base = self.model.get_base_model()
+            base.save_pretrained(tmp, state_dict=merged_state_dict(self.model), safe_serialization=True)
         else:  # a full model, or the adapter alone (a PeftModel saves its adapter)
-            model.save_pretrained(tmp, safe_serialization=True)
-        processor.save_pretrained(tmp)
+            self.model.save_pretrained(tmp, safe_serialization=True)
+        self.processor.save_pretrained(tmp)
 
-    return export_plugin(
-        directory,
-        "lm",
-        write,
-        tool_ids,
-        tools_profile,
-        tool_settings,
-        max_seconds,
-        {
-            "encoders": encoders(lm),
-            "prompt": TEXT_AGENT_PROMPT if lm.text else AGENT_PROMPT,
-            "tool_list": text_tool_list(tool_ids) if lm.text else tool_list(tool_ids),
-            "policy_config": dataclasses.asdict(lm),
-            "training_config": training_config,
-            "metrics": metrics or {},
-        },
-    )
+    def write(self, evaluation: dict | None = None) -> dict:
+        """The plugin folder, written once with its model card (the run's ``evaluation`` table when there is
+        one); returns the manifest written (its ``content_hash`` the run's)."""
+        return write_plugin(self.directory, self.manifest, self.save, evaluation)
+
+
+def draft_lm(target: PluginTarget, model, processor, lm: LMPolicyConfig) -> LMDraft:
+    """An LM plugin in memory: the model and processor, the manifest of the run's tools and the LM's fields."""
+    return LMDraft(Path(target.directory), manifest_head("lm", target, lm_fields(lm, target)), model, processor, lm)
+
+
+def export_lm(target: PluginTarget, model, processor, lm: LMPolicyConfig) -> Path:
+    """An LM plugin written at once (:func:`draft_lm`, then :meth:`LMDraft.write`)."""
+    draft_lm(target, model, processor, lm).write()
+    return Path(target.directory)
 
 
 def encoders(lm: LMPolicyConfig) -> dict:
@@ -65,8 +98,6 @@ def encoders(lm: LMPolicyConfig) -> dict:
         else f"{kind} (in this folder)"
     }
     if lm.text:
-        from .text import Profiler
-
         found["profile"] = Profiler.describe()
     return found
 
@@ -103,8 +134,6 @@ def load_policy_model(directory: Path, config: LMPolicyConfig, dtype):
 
     try:
         if config.text:
-            from .text import resolve_model
-
             base = model_class.from_pretrained(resolve_model(config), dtype=dtype)
         else:
             base = model_class.from_pretrained(config.model_id, dtype=dtype)
@@ -135,8 +164,6 @@ class LMPlugin:
             device = device or self.config.device or ("cuda" if torch.cuda.is_available() else "cpu")
             dtype = torch.bfloat16 if self.config.bf16 and str(device).startswith("cuda") else torch.float32
             if self.config.text:
-                from .text import load_tokenizer
-
                 processor = load_tokenizer(str(directory))
             else:
                 processor = AutoProcessor.from_pretrained(directory)
@@ -148,8 +175,6 @@ class LMPlugin:
         self.invalid = 0
         self.profiler = None
         if self.config.text:
-            from .text import Profiler
-
             self.profiler = Profiler(self.config.audio_max_seconds, self.config.profile_labels)
 
     @classmethod
@@ -164,9 +189,6 @@ class LMPlugin:
         """Greedy tool choices in batches; an unreadable clip or an unparseable completion selects no
         tool (counted in ``invalid``)."""
         import torch
-
-        # looked up when called, not at import: a test patches it on its module
-        from tools.audio import AudioError, load_audio
 
         if self.config.text:
             return self.select_text(samples)
@@ -202,8 +224,6 @@ class LMPlugin:
     def select_text(self, samples) -> list[tuple[str, ...]]:
         """A text policy's greedy choices: the clip's profile as words in the prompt (an unreadable clip, or an
         unparseable reply, selects no tool and is counted in ``invalid``)."""
-        from .text import encode, generate, sample_prompt
-
         tokenizer, prefix = self.processor, self.config.parse_prefix
         prompts = [sample_prompt(s, self.profiler, self.tools) for s in samples]
         chosen: list[tuple[str, ...]] = [()] * len(samples)
@@ -229,8 +249,6 @@ def check_encoders(manifest: dict) -> None:
     installed YAMNet, which must be the one it trained with."""
     trained = (manifest.get("encoders") or {}).get("profile")
     if trained:
-        from .text import Profiler
-
         installed = Profiler.describe()
         if trained.get("weights_sha256") != installed["weights_sha256"]:
             raise PluginError(

@@ -9,9 +9,9 @@ from pathlib import Path
 
 from ...reasoners.prompts import BASELINE, WITH_TOOLS
 from ...testing.tiny_models import build_tiny_qwen2_audio
-from .. import export_fields
+from .. import export_target
 from .config import LMPolicyConfig
-from .plugin import LMPlugin, export_lm
+from .plugin import draft_lm
 from .prompt import AGENT_PROMPT
 from .reward import ToolSelectionReward
 from .trainer import build_grpo_trainer
@@ -81,9 +81,9 @@ def baseline_answers(reasoner, samples, state) -> dict:
 
 
 def train(ctx, resume: bool = False):
-    """Train with TRL on every rank; rank 0 exports the plugin.  Returns (plugin folder, summary,
-    selector): on rank 0 the selector is the trained model already in memory, so evaluation loads no
-    second copy; other ranks return ``(None, summary, None)``."""
+    """Train with TRL on every rank; rank 0 makes the plugin in memory.  Returns (plugin folder, summary,
+    draft): on rank 0 the :class:`~.plugin.LMDraft` holds the trained model, so evaluation loads no second
+    copy and the run writes the folder once, with the evaluation; other ranks return ``(None, summary, None)``."""
     os.environ.setdefault("TRL_EXPERIMENTAL_SILENCE", "1")
     config, lm = ctx.config, ctx.config.policy.lm
     train = ctx.splits.train
@@ -129,9 +129,8 @@ def train(ctx, resume: bool = False):
         return None, summary, None
     (ctx.run_dir / "train_log.jsonl").write_text("".join(json.dumps(row) + "\n" for row in history))
     model = trainer.accelerator.unwrap_model(trainer.model)
-    plugin_dir = export_lm(model=model, processor=processor, lm=lm, **export_fields(ctx, summary))
-    manifest = json.loads((plugin_dir / "manifest.json").read_text())
-    return plugin_dir, summary, LMPlugin.from_model(plugin_dir, manifest, model, processor)
+    draft = draft_lm(export_target(ctx, summary), model, processor, lm)
+    return draft.directory, summary, draft
 
 
 def step_seconds(clock: dict, reward_seconds: float) -> dict | None:
@@ -151,10 +150,6 @@ def step_seconds(clock: dict, reward_seconds: float) -> dict | None:
         "loss_forward_backward": clock.get("training_step", 0.0) - scoring,
     }
     return {"steps": steps, **{k: round(v / steps, 2) for k, v in per.items()}}
-
-
-def has_checkpoints(run_dir: Path) -> bool:
-    return any((run_dir / "trainer").glob("checkpoint-*"))
 
 
 def after_training(ctx, plugin_dir, summary: dict, phases) -> None:

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 
+from tools.audio import load_audio
+
 from .config import LMPolicyConfig
 from .decoding import decoder_view, prompt_embeddings, static_cache_kwargs, under_autocast
 from .merged import merged_adapters
@@ -17,9 +19,6 @@ from .prompt import AnswerGrammar
 
 def encode_prompts(processor, texts: list[str], audio_paths: list[str], max_seconds: float):
     """Chat-templated prompts with the clip, through the real Qwen2-Audio processor (left-padded)."""
-    # looked up when called, not at import: a test patches it on its module
-    from tools.audio import load_audio
-
     sr = processor.feature_extractor.sampling_rate
     processor.tokenizer.padding_side = "left"  # batched generation continues every row from its last prompt token
     chats = [
