@@ -15,10 +15,13 @@ import soundfile as sf
 
 from autagent.serve.limits import (
     INLINE_JSON_BYTES,
+    Arriving,
     AudioStore,
     Refused,
     SentClips,
+    WholeBody,
     body_limit,
+    body_too_big,
     clip_seconds,
     read_json,
 )
@@ -40,8 +43,8 @@ class Request:
             yield self.body[start : start + self.chunk]
 
 
-def read(body: bytes, max_bytes: int, declared: int | None = None, chunk: int = 3):
-    return asyncio.run(read_json(Request(body, declared, chunk), max_bytes))
+def read(body: bytes, max_bytes: int, declared: int | None = None, chunk: int = 3, arriving: Arriving | None = None):
+    return asyncio.run(read_json(Request(body, declared, chunk), max_bytes, arriving))
 
 
 def test_a_body_at_its_limit_is_read_and_one_byte_over_is_refused():
@@ -201,6 +204,8 @@ def test_a_clip_without_a_header_libsndfile_reads_is_decoded_up_to_a_second_past
     monkeypatch.setattr(tools.audio, "load_audio", decode)
     (tmp_path / "clip.m4a").write_bytes(b"....ftypM4A ")
     assert clip_seconds(tmp_path / "clip.m4a", 5.0) == 2.5 and asked == [(None, 6.0)]
+    monkeypatch.setattr(sf, "info", lambda path: SimpleNamespace(frames=800, samplerate=0, channels=1))
+    assert clip_seconds(tmp_path / "clip.m4a", 5.0) == 2.5  # a header saying 0 Hz is decoded, never divided by
 
 
 def test_the_folder_forgets_a_clip_deleted_under_it_and_a_missing_clip_weighs_nothing(tmp_path):
@@ -220,3 +225,132 @@ def test_the_folder_forgets_a_clip_deleted_under_it_and_a_missing_clip_weighs_no
 def test_the_services_sent_clips_memo_holds_4096_clips():
     """The service builds ``SentClips()``: its default is the service's bound on remembered clips."""
     assert SentClips().memo.max_items == 4096
+
+
+def test_a_body_too_big_names_the_clip_size_that_raises_its_limit():
+    """The service's 413 says which --max-audio-mb gave the limit (the issue's 36001112 bytes: 25 MB)."""
+    assert body_limit(25 << 20) == 36_001_112
+    assert body_too_big(36_001_112).endswith("over the 36001112-byte limit (it follows --max-audio-mb 25: raise that)")
+    assert "(it follows --max-audio-mb 2: raise that)" in body_too_big(body_limit(2 << 20))
+
+
+def test_bodies_arriving_at_once_hold_their_bound_and_give_back_what_they_took():
+    arriving = Arriving(10)
+    assert arriving.take(6) and arriving.take(4) and arriving.size == 10  # exactly at the bound: taken
+    assert not arriving.take(1) and arriving.size == 10
+    arriving.give(4)
+    assert arriving.size == 6 and arriving.take(4)
+    shared = Arriving(12)
+    assert shared.take(5)  # another body still arriving
+    with pytest.raises(Refused) as refused:  # 5 + 3 + 3 fit, the last 2 bytes would make 13
+        read(b'{"a": 1}', 100, arriving=shared)
+    assert (refused.value.status, refused.value.kind, refused.value.headers) == (
+        429,
+        "rate_limit_error",
+        {"Retry-After": "1"},
+    )
+    assert shared.size == 5  # the refused body gave back what it took, not the chunk it never took
+    alone = Arriving(8)
+    assert read(b'{"a": 1}', 100, arriving=alone) == {"a": 1} and alone.size == 0  # whole: given back
+
+
+def test_a_body_of_more_than_65536_json_values_is_refused_before_it_is_parsed():
+    """The bound counts ``{``, ``[`` and commas: ``{"a":[0,...]}`` with n zeros holds n + 1."""
+    at = b'{"a":[' + b",".join([b"0"] * ((1 << 16) - 1)) + b"]}"
+    assert len(read(at, len(at), chunk=1 << 16)["a"]) == (1 << 16) - 1
+    over = at.replace(b"[0,", b"[0,0,", 1)
+    with pytest.raises(Refused, match="more than 65536 JSON separators") as refused:
+        read(over, len(over), chunk=1 << 16)
+    assert refused.value.status == 413
+
+
+def _header(monkeypatch, rate: int, channels: int, seconds: float):
+    """sf.info says what a clip's header would (a real small WAV behind it, read for its samples)."""
+    from types import SimpleNamespace
+
+    monkeypatch.setattr(
+        sf, "info", lambda path: SimpleNamespace(frames=int(rate * seconds), samplerate=rate, channels=channels)
+    )
+
+
+def test_a_header_is_checked_for_the_samples_the_tools_hear_before_anything_is_decoded(tmp_path, monkeypatch):
+    """8 channels at 96 kHz: 31.25 s make 24,000,000 samples (tools.decoders.MAX_DECODED_SAMPLES)."""
+    clip = _wav(tmp_path / "a.wav", 0.5)
+    _header(monkeypatch, 96_000, 8, 100.0)
+    assert clip_seconds(clip, 200.0, heard_s=30.0) == pytest.approx(100.0)  # the tools hear 30 s: 23 M samples
+    _header(monkeypatch, 96_000, 8, 40.0)
+    with pytest.raises(AudioError, match="over 24000000 samples") as refused:
+        clip_seconds(clip, 60.0, heard_s=35.0)  # they would hear 35 s: 26.9 M
+    assert refused.value.code == "too_many_samples"
+    _header(monkeypatch, 96_000, 8, 34.0)
+    with pytest.raises(AudioError, match="over 24000000 samples"):
+        clip_seconds(clip, 35.0)  # no heard_s: the whole clip up to the limit is what is heard
+
+
+def _exchange(scope: dict, messages: list[dict], max_bytes: int = 8, timeout_s: float = 1.0):
+    """WholeBody in front of an app that reads twice and answers 200: (what the app got, what was sent)."""
+    got: dict = {}
+
+    async def app(scope, receive, send):
+        got["receive"], got["first"], got["second"] = receive, await receive(), await receive()
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+
+    queue, sent = list(messages), []
+
+    async def receive():
+        if queue:
+            return queue.pop(0)
+        await asyncio.sleep(30)  # a client that sends nothing more
+
+    async def send(message):
+        sent.append(message)
+
+    async def main():
+        await WholeBody(app, max_bytes, timeout_s)(scope, receive, send)
+        return receive
+
+    got["client_receive"] = asyncio.run(main())
+    return got, sent
+
+
+def _part(body: bytes, more: bool) -> dict:
+    return {"type": "http.request", "body": body, "more_body": more}
+
+
+GONE = {"type": "http.disconnect"}
+
+
+def test_a_posted_body_reaches_the_app_whole_in_one_message_and_then_the_client_going_away():
+    for method in ("POST", "PUT", "PATCH"):
+        got, sent = _exchange({"type": "http", "method": method}, [_part(b'{"a"', True), _part(b": 1}", False), GONE])
+        assert got["first"] == _part(b'{"a": 1}', False) and got["second"] == GONE  # 8 bytes: at the limit
+        assert [m.get("status") for m in sent] == [200]
+
+
+def test_a_get_or_a_lifespan_passes_to_the_app_unread():
+    for scope in ({"type": "http", "method": "GET"}, {"type": "lifespan"}):
+        got, sent = _exchange(scope, [_part(b"", False), GONE])
+        assert got["receive"] is got["client_receive"] and got["first"] == _part(b"", False)
+
+
+def _refusal(sent: list[dict]) -> tuple[int, dict]:
+    import json
+
+    start, body = sent
+    headers = dict(start["headers"])
+    assert headers[b"content-type"] == b"application/json" and headers[b"connection"] == b"close"
+    assert int(headers[b"content-length"]) == len(body["body"])
+    return start["status"], json.loads(body["body"])["error"]
+
+
+def test_a_body_over_its_bytes_is_a_413_and_one_past_its_deadline_a_408_neither_reaching_the_app():
+    got, sent = _exchange({"type": "http", "method": "POST"}, [_part(b'{"a"', True), _part(b": 12}", False)])
+    status, error = _refusal(sent)
+    assert "first" not in got and status == 413 and error["type"] == "invalid_request_error"
+    assert "over the 8-byte limit" in error["message"]
+    got, sent = _exchange({"type": "http", "method": "POST"}, [_part(b"{", True)], timeout_s=0.05)
+    status, error = _refusal(sent)
+    assert "first" not in got and status == 408 and error["type"] == "timeout_error"
+    assert error["message"] == "the request body did not arrive within 0.05 s"
+    got, sent = _exchange({"type": "http", "method": "POST"}, [_part(b"{", True), GONE])
+    assert "first" not in got and sent == []  # gone before its body was whole: nothing to answer
