@@ -9,10 +9,6 @@ ROOT = Path(__file__).resolve().parent.parent
 MOST_LINES = 400
 LONGER = {
     "autagent/data/generator/phrasings.py": "the generator's phrase tables: data, read as a list",
-    # issue 64's other parts, in files other work holds: split when that work is done
-    "autagent/cli/commands.py": "the command line's handlers (issue 64: the CLI's own split)",
-    "autagent/cli/parser.py": "the command line's parser (issue 64: the CLI's own split)",
-    "autagent/serve/realtime.py": "the realtime endpoint (issue 64 item 3: the service's typed request)",
 }
 
 

@@ -121,18 +121,16 @@ class _Args:
         self.config, self.set = config, set_
 
 
-def test_answers_default_reasoner_is_the_cascade_where_it_is_at_hand_else_the_simulator(monkeypatch, capsys):
-    from autagent.cli import commands
+def test_answers_default_reasoner_is_the_cascade_where_it_is_at_hand_else_the_simulator(capsys):
+    from autagent.cli.plugins import default_reasoner
     from autagent.config import load_config
-    from autagent.reasoners import simulator_notice
 
     config = load_config()
     for found, expected in (("converted", "cascade"), ("installed", "cascade"), (None, "embedded")):
-        monkeypatch.setattr(simulator_notice, "cascade_at_hand", lambda cascade, found=found: found)
-        assert commands._default_reasoner(_Args(), config) == expected
+        assert default_reasoner(_Args(), config, at_hand=lambda cascade, found=found: found) == expected
     assert "converted once into" in capsys.readouterr().err  # the minute it costs the first time is said
     config = load_config(None, {"reasoner.kind": "openai"})  # a config or --set that names one is kept
-    assert commands._default_reasoner(_Args(set_=["reasoner.kind=openai"]), config) == "openai"
+    assert default_reasoner(_Args(set_=["reasoner.kind=openai"]), config) == "openai"
 
 
 def test_the_cascade_is_at_hand_once_converted_into_the_user_cache(tmp_path):

@@ -7,8 +7,9 @@ The package's own modules are imported inside each subcommand, not here: most of
 transformers, and ``autagent --help``, a bad ``--set`` or ``autagent select`` on a clip that is not audio
 should answer in a fraction of a second, before any of those load (``tests/test_cli_quiet.py``).
 
-Here: :func:`main` and the errors a user causes; :mod:`.parser` the flags, :mod:`.commands` the subcommands
-that train, evaluate and use a plugin, :mod:`.serving` those that serve, :mod:`.common` what they share.
+Here: :func:`main` and the errors a user causes; :mod:`.parser` the subcommands' flags (:mod:`.flags` those
+several share), :mod:`.commands` the subcommands that make and measure a plugin, :mod:`.plugins` those that
+use one, :mod:`.serving` those that serve, :mod:`.common` what they share.
 """
 
 from __future__ import annotations

@@ -39,58 +39,20 @@ import time
 
 from fastapi import WebSocket
 
-from tools.arriving import ClipTooLong, wav_bytes
+from tools.arriving import ClipTooLong
 
-from ..plugin.stream_session import SessionClosed, StreamResult
+from ..plugin.stream_session import SessionClosed
 from ..reasoners.json_limits import TooDeep, loads
 from ..reasoners.messages import BadRequest, question_and_choices
 from ..reasoners.tool_loop import message_of
 from . import events as ev
+from .realtime_turn import Turn, answer_block
 from .service import internal_error
 from .upstream import UpstreamError
 
 MAX_RATE, MIN_RATE = 48000, 8000
 LARGE = 1 << 16
 """An event (or its audio) longer than this is parsed (decoded) in a worker thread, not on the event loop."""
-
-
-class Turn:
-    """One question and one clip: the plugin's stream session (or the bare audio without a plugin)."""
-
-    def __init__(self, service, rate: int):
-        self.plugin, self.rate, self.max_seconds = service.plugin, rate, service.max_audio_seconds
-        hearing = getattr(service.upstream, "hearing", lambda: None)()  # a reasoner in process hears as it comes
-        listeners = [hearing] if hearing is not None else []
-        self.stream = None
-        if self.plugin is not None:
-            pool, store = service.stream_pool(), service.audio_store
-            self.stream = self.plugin.stream(rate, self.max_seconds, listeners, store=store, executor=pool)
-        self.pcm: list[bytes] = []  # without a plugin: the audio, for the upstream
-        self.received = 0
-        self.committed = False
-        self.item_id = ev.new_id("item")
-
-    def feed(self, pcm: bytes) -> None:
-        if self.stream is not None:
-            self.stream.feed(pcm)
-        elif self.received + len(pcm) // 2 > int(self.max_seconds * self.rate):
-            raise ClipTooLong(f"the audio buffer would pass its cap of {self.max_seconds:g} s")
-        else:
-            self.pcm.append(pcm)
-        self.received += len(pcm) // 2
-
-    def close(self) -> None:
-        if self.stream is not None:
-            self.stream.close()
-        self.pcm = []
-
-    def stopped(self) -> bool:
-        return self.stream is None or self.stream.join(0)
-
-    def join(self) -> None:
-        """Wait for the closed stream's work to stop (after the tool call in progress)."""
-        if self.stream is not None:
-            self.stream.join()
 
 
 def add_realtime(app, service) -> None:
@@ -376,33 +338,19 @@ class Conversation:
         self.last_item = item_id
 
     async def result_of(self, turn: Turn):
-        """The committed clip's :class:`autagent.plugin.stream_session.StreamResult` (a bare one without a plugin), its
-        clip held in the service's bounded folder (the caller releases it)."""
+        """The committed clip's result, its clip held in the service's bounded folder (the caller releases it)."""
         if turn.stream is not None:
             return await asyncio.wrap_future(turn.stream.result())
-        import numpy as np
-
-        if not turn.pcm:
-            raise ValueError("the audio buffer is empty: append audio before committing it")
-        raw = wav_bytes(np.frombuffer(b"".join(turn.pcm), dtype="<i2"), turn.rate)
-        store = self.service.audio_store
-        path = await asyncio.to_thread(store.hold, raw, "wav", self.options.max_audio_bytes)
-        return StreamResult(str(path), "", (), [], [])
+        store, max_bytes = self.service.audio_store, self.options.max_audio_bytes
+        return await asyncio.to_thread(turn.bare_result, store, max_bytes)
 
     def autagent(self, result, upstream_s: float, total_s: float) -> dict:
+        """``response.done``'s ``autagent`` block (:func:`.realtime_turn.answer_block`); each failed tool counted."""
         if self.plugin is None:
             return {}
         for tool in result.failed:
             self.metrics.tool_errors.labels(tool).inc()
-        seconds = {**result.seconds, "upstream": round(upstream_s, 4), "total_after_response_create": round(total_s, 4)}
-        return {
-            "tools": result.tools,
-            "tools_failed": result.failed,
-            "plugin": self.plugin.content_hash,
-            "seconds": seconds,
-            "first_tools": result.first_tools,
-            "tools_before_commit_share": round(result.before_commit_share, 3),
-        }
+        return answer_block(result, self.plugin.content_hash, upstream_s, total_s)
 
     def end(self) -> list[Turn]:
         """The socket closed: stop the tool work (between one tool and the next) and free the audio;
