@@ -123,7 +123,7 @@ def test_the_clips_folder_stays_under_its_size_least_recently_used_first_never_a
     assert not held.exists() and store.size == 1
 
 
-def test_a_dropped_clip_another_request_holds_stays_and_leases_count_as_recent(tmp_path):
+def test_a_dropped_clip_another_request_holds_stays_and_a_clip_taken_again_counts_as_recent(tmp_path):
     store = AudioStore(tmp_path / "clips", 100)
     a = _clip(store, 1)
     assert store.retake(a)  # a second request holds it too
@@ -133,9 +133,9 @@ def test_a_dropped_clip_another_request_holds_stays_and_leases_count_as_recent(t
     assert not a.exists() and store.size == 0 and store.deleted == 1
     b, c = _clip(store, 2), _clip(store, 3)
     store.release(b), store.release(c)
-    with store.lease(b):
-        assert b.exists()
-    assert list(store._files) == [c, b]  # the lease made b the most recent
+    assert store.retake(b) and b.exists()
+    store.release(b)
+    assert list(store._files) == [c, b]  # taken again, b is the most recent
     store.max_bytes = 11  # one clip must go: the least recent
     store.release(store.hold(b"\x07", "wav"))
     assert b.exists() and not c.exists()
@@ -218,8 +218,8 @@ def test_the_folder_forgets_a_clip_deleted_under_it_and_a_missing_clip_weighs_no
     b.unlink()
     store.release(b, drop=True)  # already gone: no error
     assert b not in store._files
-    with store.lease(tmp_path / "clips" / "never.wav"):
-        assert store.size == 10  # a's 10 bytes stay booked until trimmed; the missing clip adds none
+    assert not store.retake(tmp_path / "clips" / "never.wav")  # a clip the folder never held: nothing held
+    assert store.size == 10  # a's 10 bytes stay booked until trimmed; the missing clip adds none
 
 
 def test_the_services_sent_clips_memo_holds_4096_clips():

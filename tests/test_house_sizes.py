@@ -28,8 +28,9 @@ def test_the_dead_code_issue_64_named_is_gone():
     from autagent.plugin import manifest
     from autagent.policies.lm import recipe
     from autagent.policies.router.table import AnswerTable
+    from autagent.serve.limits import AudioStore
 
     assert not hasattr(kinds, "_level") and not hasattr(AnswerTable, "asked_share")
-    assert not hasattr(recipe, "has_checkpoints")
+    assert not hasattr(recipe, "has_checkpoints") and not hasattr(AudioStore, "lease")
     # a run writes its plugin once (the LM's too): nothing rewrites a card or exports a folder by the old path
     assert not hasattr(manifest, "update_card") and not hasattr(manifest, "export_plugin")

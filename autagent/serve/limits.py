@@ -11,7 +11,6 @@ import asyncio
 import os
 import threading
 from collections import Counter, OrderedDict
-from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -240,16 +239,6 @@ class AudioStore:
                     path.unlink(missing_ok=True)
                     self.deleted += 1
         self._trim()
-
-    @contextmanager
-    def lease(self, path: str | Path):
-        """Hold ``path`` (a clip already on disk) while a request uses it; it counts as the most recent."""
-        path = Path(path)
-        self._take(path)
-        try:
-            yield path
-        finally:
-            self.release(path)
 
     def _trim(self) -> None:
         with self._lock:
