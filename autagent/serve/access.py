@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hmac
 
-from starlette.responses import JSONResponse
+from .protocol import ErrorResponse
 
 OPEN_PATHS = ("/health",)
 """Asked by load balancers without a key; it tells nothing but that the service is up."""
@@ -75,6 +75,5 @@ class Guard:
             await send({"type": "websocket.close", "code": 1008, "reason": code})
             return
         kind = "authentication_error" if status == 401 else "invalid_request_error"
-        body = {"error": {"message": message, "type": kind, "param": None, "code": code}}
         headers = {"WWW-Authenticate": "Bearer"} if status == 401 else {}
-        await JSONResponse(body, status_code=status, headers=headers)(scope, receive, send)
+        await ErrorResponse.of(message, kind, code).reply(status, headers)(scope, receive, send)

@@ -20,14 +20,15 @@ import asyncio
 from concurrent.futures import ThreadPoolExecutor
 
 from fastapi import FastAPI
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import HTMLResponse
 
 from .access import Guard
 from .chat import add_chat
 from .health import add_health
+from .protocol import ErrorResponse
 from .realtime import add_realtime
 from .select import add_select
-from .service import Service, error_body, internal_error
+from .service import Service, internal_error
 
 
 def create_app(service: Service):
@@ -46,7 +47,7 @@ def create_app(service: Service):
     @app.exception_handler(Exception)
     async def unexpected(request, err):  # the service stays up; the client learns nothing of its insides
         service.metrics.errors.labels("internal_error").inc()
-        return JSONResponse(error_body(internal_error(err), "internal_error"), status_code=500)
+        return ErrorResponse.of(internal_error(err), "internal_error").reply(500)
 
     @app.on_event("startup")
     async def workers():

@@ -1,7 +1,12 @@
 """``POST /v1/chat/completions``: the plugin's tools' records added in front of the request's clip,
 then the request forwarded to the upstream (or, under ``--agentic``, the loop in which the upstream
 asks for tools itself: :mod:`.tool_calls`); a streamed answer keeps its slot until its last line and
-ends with an error event when the upstream fails mid-way."""
+ends with an error event when the upstream fails mid-way.
+
+The request is validated once and handed down as one object (:class:`.chat_call.ChatCall`) to the
+upstream call, its clip read once.  A reply to a question with choices says which choice the
+upstream's answer is (``autagent.answer``: ``{index, label, text}``, or null when it names none or
+several), the answer itself left as the model wrote it."""
 
 from __future__ import annotations
 
@@ -14,9 +19,10 @@ from fastapi import Request
 from fastapi.responses import JSONResponse
 
 from ..reasoners.messages import BadRequest, last_user_content, text_of
+from .chat_call import ChatCall, answer_choice
 from .limits import Refused
-from .protocol import ChatRequest, openapi_body
-from .service import HeldStream, Service, error_body
+from .protocol import ChatRequest, ErrorResponse, openapi_body
+from .service import HeldStream, Service
 from .tool_calls import AgenticChat
 from .upstream import UpstreamError
 
@@ -32,14 +38,14 @@ def add_chat(app, service: Service) -> None:
 
 async def _handle(service: Service, agentic, body: dict, started: float):
     options, metrics, plugin = service.options, service.metrics, service.plugin
-    ChatRequest.checked(body, model_required=getattr(service.upstream, "needs_model", False))
+    call = ChatCall.checked(body, model_required=getattr(service.upstream, "needs_model", False))
     if options.request_log:  # written off the event loop
         await asyncio.to_thread(log_request, options.request_log, body)
     if agentic is not None:  # the upstream may ask for tools itself
         return await agentic(body)
-    info, forward = {}, body
+    info = {}
     augment = lambda query: plugin.augment_query(body["messages"], query)  # noqa: E731 - in the clip's thread
-    async with service.clip(body, augment) if plugin is not None else nullcontext((None, None)) as (query, augmented):
+    async with service.clip(call, augment) if plugin is not None else nullcontext((None, None)) as (query, augmented):
         if query is not None:
             for stage, seconds in augmented.seconds.items():
                 metrics.stage.labels(stage).observe(seconds)
@@ -54,13 +60,13 @@ async def _handle(service: Service, agentic, body: dict, started: float):
             if query.seconds > service.tools_max_seconds:
                 info["tools_heard_s"] = service.tools_max_seconds
             if augmented.messages != body["messages"]:
-                forward = {**body, "messages": augmented.messages}
+                call.messages = augmented.messages
         upstream_started = time.perf_counter()
         try:
             if body.get("stream"):
-                lines = await service.upstream.stream(forward)
+                lines = await service.upstream.stream(call)
                 return HeldStream(held(lines, metrics), media_type="text/event-stream", headers=headers_of(info))
-            reply = await service.upstream.complete(forward)
+            reply = await service.upstream.complete(call)
         except UpstreamError as err:
             metrics.upstream_errors.inc()
             if err.status is not None:
@@ -72,6 +78,10 @@ async def _handle(service: Service, agentic, body: dict, started: float):
     metrics.requests.labels("chat", "200").inc()
     if info:
         info["seconds"] |= {"upstream": round(upstream_seconds, 4), "total": round(time.perf_counter() - started, 4)}
+    choices = call.choices
+    if choices:  # which one the answer is, the answer as written
+        info["answer"] = answer_choice(reply, choices)
+    if info:
         reply = {**reply, "autagent": info}
     return JSONResponse(reply, headers=headers_of(info))
 
@@ -85,7 +95,7 @@ async def held(lines, metrics):
     except Exception as err:  # noqa: BLE001 - whatever broke upstream, the client gets an error event
         metrics.upstream_errors.inc()
         message = f"the upstream failed mid-stream: {type(err).__name__}: {err}"
-        yield f"data: {json.dumps(error_body(message, 'upstream_error'))}\n\n"
+        yield ErrorResponse.of(message, "upstream_error").event()
         yield "data: [DONE]\n\n"
     finally:
         close = getattr(lines, "aclose", None)
@@ -104,6 +114,6 @@ def log_request(path: str, body: dict) -> None:
 
 
 def headers_of(info: dict) -> dict:
-    if not info:
+    if "tools" not in info:
         return {}
     return {"X-AutAgent-Tools": ",".join(info["tools"]), "X-AutAgent-Plugin": info["plugin"]}

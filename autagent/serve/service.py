@@ -15,8 +15,10 @@ from fastapi.responses import JSONResponse, StreamingResponse
 from tools.audio import AudioError
 
 from ..reasoners.messages import BadRequest, check_format, read_query
+from .chat_call import ChatCall, ReadClip
 from .limits import Arriving, AudioStore, Refused, SentClips, body_limit, clip_seconds, read_json
 from .options import ServeOptions
+from .protocol import ErrorResponse
 from .remote import fetch, format_of
 
 
@@ -29,10 +31,6 @@ def internal_error(err: BaseException) -> str:
     ref = uuid.uuid4().hex[:12]
     logging.getLogger("autagent.serve").error("internal error %s", ref, exc_info=(type(err), err, err.__traceback__))
     return f"internal error (reference {ref} in the service's log)"
-
-
-def error_body(message: str, kind: str, code: str | None = None, param: str | None = None) -> dict:
-    return {"error": {"message": message, "type": kind, "param": param, "code": code}}
 
 
 class Metrics:
@@ -138,8 +136,7 @@ class Service:
     def refuse(self, err: Refused, endpoint: str) -> JSONResponse:
         self.metrics.requests.labels(endpoint, str(err.status)).inc()
         self.metrics.errors.labels(err.kind).inc()
-        body = error_body(str(err), err.kind, param=err.param)
-        return JSONResponse(body, status_code=err.status, headers=err.headers)
+        return ErrorResponse.of(str(err), err.kind, param=err.param).reply(err.status, err.headers)
 
     async def read_body(self, request) -> dict:
         """The request's JSON object, whole within ``--body-timeout-s`` (a 408 otherwise)."""
@@ -154,28 +151,32 @@ class Service:
             raise Refused(400, "the client went away before its body was whole", "client_disconnected") from None
 
     @asynccontextmanager
-    async def clip(self, body: dict, then=None):
+    async def clip(self, call: ChatCall | dict, then=None):
         """The request's clip (fetched if remote and allowed, checked for size and length), question
         and choices, and what ``then(query)`` gives (the plugin's work on them; None without it), as
         ``(query, result)``; the clip is held in the bounded clips folder until the block ends
-        (deleted at once when refused).  Reading, decoding, hashing, storing and checking the clip
-        and ``then`` run in one worker-thread call (a thread hop costs about what reading a clip
-        sent before does); such a clip, the same base64 text, is not decoded or checked again
-        (:class:`.limits.SentClips`)."""
-        query, result = await self._query(body, then)
+        (deleted at once when refused).  ``call`` (a body the service made itself: a dict) keeps the
+        query and the clip as read (:class:`.chat_call.ReadClip`), for the upstream call made in the
+        block to find the clip in its messages rather than decode it again.  Reading, decoding,
+        hashing, storing and checking the clip and ``then`` run in one worker-thread call (a thread
+        hop costs about what reading a clip sent before does); such a clip, the same base64 text, is
+        not decoded or checked again (:class:`.limits.SentClips`)."""
+        call = call if isinstance(call, ChatCall) else ChatCall(call)
+        query, result = await self._query(call, then)
+        call.query = query
         try:
             yield query, result
         finally:
             self.audio_store.release(query.audio)  # a count; a file deleted only when over the bound
 
-    async def on_clip(self, body: dict, then):
+    async def on_clip(self, body: ChatCall | dict, then):
         """``then(query)`` on the request's clip (:meth:`clip`), the clip let go once it returns."""
         async with self.clip(body, then) as (_, result):
             return result
 
-    async def _query(self, body: dict, then):
+    async def _query(self, call: ChatCall, then):
         options = self.options
-        query, result = await self._worker(self._read, body.get("messages"), body.get("choices"), then)
+        query, result = await self._worker(self._read, call, then)
         if not query.remote:
             return query, result
         if not options.allow_remote_audio:
@@ -184,7 +185,7 @@ class Service:
         raw = await fetch(
             url, options.max_audio_bytes, options.allow_private_audio_hosts, timeout_s=options.remote_timeout_s
         )
-        return await self._worker(self._fetched, query, raw, format_of(url, raw), then)
+        return await self._worker(self._fetched, call, query, raw, format_of(url, raw), then)
 
     async def _worker(self, read, *args):
         """``read(*args)`` in a worker thread; if the request is cancelled meanwhile (the service
@@ -200,16 +201,20 @@ class Service:
         if not work.cancelled() and work.exception() is None and work.result()[0].audio:
             self.audio_store.release(work.result()[0].audio)
 
-    def _read(self, messages, choices, then):
-        """(query, ``then(query)``) of a clip sent in the request (a remote one: the query only)."""
+    def _read(self, call: ChatCall, then):
+        """(query, ``then(query)``) of a clip sent in the request (a remote one: the query only); the
+        clip as read kept in ``call.clip``."""
         from pathlib import Path
 
+        messages = call.body.get("messages")
+        choices = call.request.choices if call.request is not None else call.body.get("choices")
         options, store, sent = self.options, self.audio_store, self.sent_clips
         folder, limit = Path(options.audio_dir), options.max_audio_bytes
         hold = lambda raw, fmt: store.hold(raw, fmt, limit)  # noqa: E731
         found = {}
 
         def known(data: str, fmt: str):
+            found["sent"] = (data, fmt)
             key = found["key"] = sent.key(data, fmt)
             hit = found["hit"] = sent.get(key) if key else None
             return hit[:2] if hit else None
@@ -220,11 +225,14 @@ class Service:
         hit = found.get("hit")
         if hit is not None and not store.retake(hit[0]):  # the folder deleted it meanwhile: read it again
             hit, query = None, read_query(messages, choices, folder, limit, hold)
+        call.clip = ReadClip(*found["sent"], query.audio, query.audio_bytes)
         return self._checked(query, hit[2] if hit else None, found.get("key"), then)
 
-    def _fetched(self, query, raw: bytes, fmt: str, then):
+    def _fetched(self, call: ChatCall, query, raw: bytes, fmt: str, then):
         check_format(raw, fmt)
         query.audio = str(self.audio_store.hold(raw, fmt, self.options.max_audio_bytes))
+        query.audio_bytes = len(raw)
+        call.clip = ReadClip(None, fmt, query.audio, len(raw), url=query.remote["url"])
         return self._checked(query, None, None, then)
 
     def _checked(self, query, seconds: float | None, key: str | None, then):

@@ -1,7 +1,8 @@
 """What answers behind ``autagent serve``: any OpenAI-compatible server (through the ``openai`` SDK's
 client: bounded retries honouring ``Retry-After``, timeouts), or one of our reasoners in process.
 
-Both take a chat-completions body and give back the completion as JSON, or its server-sent events."""
+Both take a chat-completions request (the service's :class:`.chat_call.ChatCall`, or a body as a dict)
+and give back the completion as JSON, or its server-sent events."""
 
 from __future__ import annotations
 
@@ -18,8 +19,9 @@ from ..data.sample import Sample
 from ..reasoners.json_limits import loads
 from ..reasoners.messages import BadRequest, read_query, with_choices
 from ..reasoners.openai_http import MAX_REPLY_BYTES, client, failure_name
+from .chat_call import ChatCall
 from .protocol import split_for_sdk
-from .upstream_audio import AudioPolicy, has_audio, upstream_messages
+from .upstream_audio import AudioPolicy, Converted, has_audio, upstream_messages
 
 MAX_UPSTREAM_MESSAGE = 500
 """The characters of an upstream's own refusal a client is shown (after its paths are taken out)."""
@@ -54,6 +56,8 @@ class OpenAIUpstream:
         self.audio, self.sample_rate = audio, sample_rate
         """The clips sent (at ``sample_rate``, 0: as they came) or dropped (:mod:`.upstream_audio`)."""
         self.client = client(base_url, api_key_env, max_retries, timeout_s, max_reply_bytes)
+        self.converted = Converted()
+        """The request clips as they were sent on, by content (a conversation sends its clip every turn)."""
 
     @property
     def name(self) -> str:
@@ -75,13 +79,17 @@ class OpenAIUpstream:
         payload, extra = split_for_sdk({**body, "model": self.model} if self.model else body)
         return {**payload, "extra_body": extra} if extra else payload
 
-    async def _payload(self, body: dict) -> dict:
+    async def _payload(self, request: ChatCall | dict) -> dict:
         """The SDK's arguments (:meth:`_body`) less ``stream``, the clips as the upstream takes them (in a
-        worker thread: decoding and resampling a clip is not for the event loop)."""
-        payload = {k: v for k, v in self._body(body).items() if k != "stream"}
+        worker thread: decoding and resampling a clip is not for the event loop); the clip the service
+        read already is re-encoded from its stored file (:func:`.upstream_audio.for_upstream`)."""
+        call = request if isinstance(request, ChatCall) else ChatCall(request)
+        payload = {k: v for k, v in self._body(call.sent).items() if k != "stream"}
         messages = payload.get("messages")
         if isinstance(messages, list) and has_audio(messages):  # every clip of every message: one policy
-            payload["messages"] = await upstream_messages(messages, self.audio, self.sample_rate, self.audio_policy)
+            payload["messages"] = await upstream_messages(
+                messages, self.audio, self.sample_rate, self.audio_policy, call.clip, self.converted
+            )
         return payload
 
     def _error(self, err: Exception) -> UpstreamError:
@@ -98,10 +106,10 @@ class OpenAIUpstream:
             )
         return UpstreamError(f"the upstream failed: {failure_name(err, url=False)}")
 
-    async def complete(self, body: dict) -> dict:
+    async def complete(self, request: ChatCall | dict) -> dict:
         import openai
 
-        payload = await self._payload(body)
+        payload = await self._payload(request)
         try:
             raw = await self.client.chat.completions.with_raw_response.create(**payload)
             reply = strict_json(raw.http_response.content)
@@ -113,12 +121,12 @@ class OpenAIUpstream:
             raise UpstreamError("the upstream's reply is not a chat completion (no choices)")
         return reply
 
-    async def stream(self, body: dict):
+    async def stream(self, request: ChatCall | dict):
         """The upstream's server-sent event lines, as they come (the connection is opened before the
         first line is yielded, so a refusal is an error, not a broken stream)."""
         import openai
 
-        payload = await self._payload(body)
+        payload = await self._payload(request)
         manager = self.client.chat.completions.with_streaming_response.create(**payload, stream=True)
         try:
             response = await manager.__aenter__()
@@ -184,10 +192,17 @@ class LocalReasoner:
     def name(self) -> str:
         return f"{self.kind} (in process)"
 
-    def _answer(self, body: dict) -> str:
-        store = self.store
+    def _answer(self, call: ChatCall) -> str:
+        store, body, clip = self.store, call.sent, call.clip
         hold = (lambda raw, fmt: store.hold(raw, fmt, self.max_audio_bytes)) if store is not None else None
-        query = read_query(body.get("messages"), body.get("choices"), self.audio_dir, self.max_audio_bytes, hold)
+
+        def known(data: str, fmt: str):  # the clip the service read: held again, not decoded again
+            if clip is not None and clip.sent_as(data, fmt, None) and (store is None or store.retake(clip.path)):
+                return clip.path, clip.size
+            return None
+
+        messages, choices = body.get("messages"), body.get("choices")
+        query = read_query(messages, choices, self.audio_dir, self.max_audio_bytes, hold, known)
         if query.remote:
             raise BadRequest("the reasoner in process takes the clip as input_audio or a data: URL")
         refused = len(query.choices) < 2
@@ -212,8 +227,10 @@ class LocalReasoner:
         inner = getattr(self.reasoner, "inner", None)
         return ReasonerEar(inner) if hasattr(inner, "listener") and hasattr(inner, "facts") else None
 
-    async def complete(self, body: dict) -> dict:
-        text = await asyncio.to_thread(self._answer, body)
+    async def complete(self, request: ChatCall | dict) -> dict:
+        call = request if isinstance(request, ChatCall) else ChatCall(request)
+        body = call.body
+        text = await asyncio.to_thread(self._answer, call)
         return {
             "id": f"chatcmpl-{uuid.uuid4().hex[:24]}",
             "object": "chat.completion",
@@ -223,8 +240,8 @@ class LocalReasoner:
             "usage": {"prompt_tokens": 0, "completion_tokens": 0, "total_tokens": 0},
         }
 
-    async def stream(self, body: dict):
-        done = await self.complete(body)
+    async def stream(self, request: ChatCall | dict):
+        done = await self.complete(request)
 
         async def lines():
             base = {k: done[k] for k in ("id", "created", "model")} | {"object": "chat.completion.chunk"}

@@ -12,6 +12,12 @@ whole to 976 MiB); an http(s) ``audio_url`` refused unless ``--allow-remote-audi
 by the service itself under the remote-audio policy (:mod:`.remote`: public hosts only, a size cap, a
 deadline) and sent on as a data: URL, so that the upstream never fetches a URL a client chose; any
 other URL (``file:``...) refused.  A clip already at the rate, mono 16-bit WAV, goes unchanged.
+
+The request's own clip, which the service has read already (decoded from base64 once, checked against
+these very bounds and stored: :class:`.chat_call.ReadClip`), is recognised wherever the messages hold
+it (its base64 text, or the URL it was fetched from) and re-encoded from the stored file, never decoded
+from base64, copied, checked or fetched again; what it became at the upstream's rate is remembered by
+its content (:class:`Converted`: a conversation sends its clip with every turn).
 """
 
 from __future__ import annotations
@@ -24,12 +30,18 @@ import io
 import tempfile
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tools.audio import AudioError, decode
 from tools.decoders import Refusal, check_declared
+from tools.memo import BoundedMemo
 
 from ..reasoners.messages import DATA_URL, FORMATS, MIME_FORMATS, BadRequest
 from .remote import MIB, fetch, format_of, too_big
+
+if TYPE_CHECKING:
+    from .chat_call import ReadClip
 
 AUDIO_PARTS = ("input_audio", "audio_url")
 
@@ -62,6 +74,16 @@ class AudioPolicy:
         )
 
 
+class Converted(BoundedMemo):
+    """The request clips as the upstream was sent them, by the stored clip's name (its content's hash
+    and format) and the rate: the re-encoded WAV's base64, or None where it went as it came.  At most
+    ``max_items`` clips and ``max_bytes`` of base64 (a 30 s clip at 16 kHz is 1.3 MB), the least
+    recently used dropped."""
+
+    def __init__(self, max_items: int = 256, max_bytes: int = 64 * MIB):
+        super().__init__(max_items, max_bytes, size=lambda held: len(held[0] or ""))
+
+
 def too_long(seconds: float, limit: float) -> str:
     return f"the audio is {seconds:.1f} s, longer than {limit:g} s (--max-audio-seconds raises it)"
 
@@ -85,14 +107,17 @@ def clip_parts(messages: list):
                 yield f"messages[{i}].content[{j}]", part
 
 
-async def upstream_messages(messages: list, mode: str, rate: int, policy: AudioPolicy) -> list:
+async def upstream_messages(
+    messages: list, mode: str, rate: int, policy: AudioPolicy, read: ReadClip | None = None, memo=None
+) -> list:
     """:func:`for_upstream` of ``messages``, their remote clips fetched first by the service (when the
-    policy allows remote audio; refused otherwise) and put in as data: URLs."""
+    policy allows remote audio; refused otherwise) and put in as data: URLs; the request's clip
+    ``read`` by the service is not fetched again."""
     out = copy.deepcopy(messages)
     if mode != "drop":
         for where, part in clip_parts(out):
             url = _remote(part)
-            if url is None:
+            if url is None or (read is not None and read.sent_as(None, "", url)):
                 continue
             if not policy.allow_remote:
                 raise BadRequest(
@@ -104,7 +129,7 @@ async def upstream_messages(messages: list, mode: str, rate: int, policy: AudioP
                 **part["audio_url"],
                 "url": f"data:audio/{fmt};base64,{base64.b64encode(raw).decode()}",
             }
-    return await asyncio.to_thread(for_upstream, out, mode, rate, policy, False)
+    return await asyncio.to_thread(for_upstream, out, mode, rate, policy, False, read, memo)
 
 
 def _remote(part: dict) -> str | None:
@@ -113,16 +138,25 @@ def _remote(part: dict) -> str | None:
     return url if isinstance(url, str) and url.lower().startswith(("http://", "https://")) else None
 
 
-def for_upstream(messages: list, mode: str, rate: int, policy: AudioPolicy | None = None, copied: bool = True) -> list:
+def for_upstream(
+    messages: list,
+    mode: str,
+    rate: int,
+    policy: AudioPolicy | None = None,
+    copied: bool = True,
+    read: ReadClip | None = None,
+    memo: Converted | None = None,
+) -> list:
     """A copy of ``messages`` (``copied``: a copy is made; else changed in place) whose clips pass
     ``policy`` and are re-encoded at ``rate`` (``mode`` send; ``rate`` 0: as they came) or removed
     (``mode`` drop; a message left with text parts only gets them as one string).  A clip that does not
-    pass is a :class:`BadRequest` naming where it is and why."""
+    pass is a :class:`BadRequest` naming where it is and why.  The clip the service ``read`` is
+    re-encoded from its stored file (remembered in ``memo``), wherever the messages hold it."""
     policy = policy or AudioPolicy()
     out = copy.deepcopy(messages) if copied else messages
     if mode != "drop":
         for where, part in clip_parts(out):
-            _send_part(where, part, rate, policy)
+            _send_part(where, part, rate, policy, read, memo)
         return out
     for message in out:
         parts = message.get("content") if isinstance(message, dict) else None
@@ -133,8 +167,9 @@ def for_upstream(messages: list, mode: str, rate: int, policy: AudioPolicy | Non
     return out
 
 
-def _send_part(where: str, part: dict, rate: int, policy: AudioPolicy) -> None:
-    """The clip part checked against ``policy``, and re-encoded at ``rate`` where it is not so already."""
+def _send_part(where: str, part: dict, rate: int, policy: AudioPolicy, read: ReadClip | None = None, memo=None) -> None:
+    """The clip part checked against ``policy``, and re-encoded at ``rate`` where it is not so already
+    (the clip the service ``read``: from its stored file, unchecked)."""
     if part["type"] == "input_audio":
         holder = part.get("input_audio")
         holder = holder if isinstance(holder, dict) else {}
@@ -144,6 +179,9 @@ def _send_part(where: str, part: dict, rate: int, policy: AudioPolicy) -> None:
         holder = holder if isinstance(holder, dict) else {}
         url = holder.get("url")
         match = DATA_URL.match(url) if isinstance(url, str) else None
+        if read is not None and match is None and read.sent_as(None, "", _remote(part)):
+            _send_read(part, holder, rate, policy, read, memo, remote=True)
+            return
         if match is None:
             if _remote(part) is not None:
                 raise BadRequest(
@@ -151,15 +189,38 @@ def _send_part(where: str, part: dict, rate: int, policy: AudioPolicy) -> None:
                 )
             raise BadRequest(f"{where}: audio_url must be a data: URL (or http(s) with --allow-remote-audio)")
         data, fmt = match[2], MIME_FORMATS.get(match[1].lower(), match[1].lower())
+    if read is not None and read.sent_as(data, fmt, None):
+        _send_read(part, holder, rate, policy, read, memo)
+        return
     if fmt not in FORMATS:
         raise BadRequest(f"{where}: the audio's format must be one of {sorted(FORMATS)}, got {fmt[:20]!r}")
-    wav = _checked(where, data, fmt, rate, policy)
+    _put(part, holder, _checked(where, data, fmt, rate, policy))
+
+
+def _put(part: dict, holder: dict, wav: str | None) -> None:
+    """The part holding ``wav`` (the base64 of a WAV), or left as it is (None)."""
     if wav is None:
         return
     if part["type"] == "input_audio":
         part["input_audio"] = {**holder, "data": wav, "format": "wav"}
     else:
         part["audio_url"] = {**holder, "url": f"data:audio/wav;base64,{wav}"}
+
+
+def _send_read(part: dict, holder: dict, rate: int, policy: AudioPolicy, read: ReadClip, memo, remote=False) -> None:
+    """The part holding the service's ``read`` clip, re-encoded at ``rate`` from its stored file (what
+    it became remembered in ``memo`` by its content); a remote one left as it came is sent as a data: URL
+    of the stored bytes (the upstream never fetches a URL a client chose)."""
+    key = (Path(read.path).name, rate)
+    held = memo.get(key) if memo is not None else None
+    if held is None:
+        held = (_at_rate("the request's clip", read.path, rate, policy),)
+        if memo is not None:
+            memo[key] = held
+    if held[0] is None and remote:
+        raw = Path(read.path).read_bytes()
+        holder["url"] = f"data:audio/{read.fmt};base64,{base64.b64encode(raw).decode()}"
+    _put(part, holder, held[0])
 
 
 def _checked(where: str, data, fmt: str, rate: int, policy: AudioPolicy) -> str | None:
@@ -179,17 +240,23 @@ def _checked(where: str, data, fmt: str, rate: int, policy: AudioPolicy) -> str 
     except Refusal as refusal:
         raise BadRequest(f"{where}: the audio cannot be used: {refusal} ({refusal.code})") from None
     with _private_copy(raw, fmt) as path:
-        header = _header(path)
-        if header is not None:
-            frames, native, channels, kind = header
-            if frames / native > policy.max_seconds:  # refused before a sample is decoded
-                raise BadRequest(f"{where}: {too_long(frames / native, policy.max_seconds)}")
-            if not rate or (native, channels, kind) == (rate, 1, ("WAV", "PCM_16")):
-                return None
-        try:
-            samples, native = decode(path, policy.max_seconds + 1.0, mono=True)
-        except AudioError as err:
-            raise BadRequest(f"{where}: the audio cannot be used: {err.reason} ({err.code})") from None
+        return _at_rate(where, path, rate, policy)
+
+
+def _at_rate(where: str, path: str, rate: int, policy: AudioPolicy) -> str | None:
+    """The clip file at ``path`` as :func:`_checked` gives it: its length under ``policy``'s, from the
+    header where there is one, else from the decoding capped at that + 1 s."""
+    header = _header(path)
+    if header is not None:
+        frames, native, channels, kind = header
+        if frames / native > policy.max_seconds:  # refused before a sample is decoded
+            raise BadRequest(f"{where}: {too_long(frames / native, policy.max_seconds)}")
+        if not rate or (native, channels, kind) == (rate, 1, ("WAV", "PCM_16")):
+            return None
+    try:
+        samples, native = decode(path, policy.max_seconds + 1.0, mono=True)
+    except AudioError as err:
+        raise BadRequest(f"{where}: the audio cannot be used: {err.reason} ({err.code})") from None
     mono = samples[0]
     if len(mono) > policy.max_seconds * native + 1:
         raise BadRequest(f"{where}: {too_long(len(mono) / native, policy.max_seconds)}")
