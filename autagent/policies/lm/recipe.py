@@ -8,12 +8,13 @@ import time
 from pathlib import Path
 
 from ...reasoners.prompts import BASELINE, WITH_TOOLS
-from ...testing.tiny_models import build_tiny_qwen2_audio
+from ...testing.tiny_models import build_tiny_chat_tokenizer, build_tiny_qwen2_audio, tiny_corpus
 from .. import export_target
 from .config import LMPolicyConfig
 from .plugin import draft_lm
 from .prompt import AGENT_PROMPT
 from .reward import ToolSelectionReward
+from .text import TEXT_AGENT_PROMPT, resolve_model
 from .trainer import build_grpo_trainer
 
 
@@ -28,9 +29,6 @@ def build_tiny_text_policy(directory: Path, seed: int = 0, width: int = 32, prom
     download, no conversion)."""
     import torch
     from transformers import LlamaConfig, LlamaForCausalLM
-
-    from ...testing.tiny_models import build_tiny_chat_tokenizer, tiny_corpus
-    from .text import TEXT_AGENT_PROMPT
 
     torch.manual_seed(seed)
     tokenizer = build_tiny_chat_tokenizer(tiny_corpus((TEXT_AGENT_PROMPT, *prompts)), vocab_size=600)
@@ -57,8 +55,6 @@ def ensure_model(lm: LMPolicyConfig) -> str:
             build_tiny_text_policy(Path(lm.model_id))
         return lm.model_id
     if lm.text:
-        from .text import resolve_model
-
         return resolve_model(lm)  # a GGUF (or the package holding one) converted once
     path = Path(lm.model_id)
     if lm.build_tiny and not (path / "config.json").exists():
