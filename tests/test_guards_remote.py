@@ -11,7 +11,16 @@ import httpx
 import pytest
 
 from autagent.reasoners.messages import BadRequest
-from autagent.serve.remote import MAX_REDIRECTS, ascii_host, checked_target, embedded_ipv4, fetch, format_of, is_public
+from autagent.serve.remote import (
+    MAX_REDIRECTS,
+    ascii_host,
+    checked_target,
+    embedded_ipv4,
+    fetch,
+    format_of,
+    is_public,
+    too_big,
+)
 
 PUBLIC, PUBLIC6, PRIVATE = "93.184.216.34", "2606:4700:4700::1111", "10.0.0.7"
 
@@ -53,6 +62,12 @@ def test_a_name_resolving_to_a_public_and_a_private_address_is_refused():
         ("64:ff9b:1::5db8:d822", False),  # local-use NAT64: refused whatever it carries
         ("2002:a00:7::", False),  # 6to4 of 10.0.0.7
         ("2001:0:4136:e378:8000:63bf:3fff:fdd2", False),  # Teredo carrying 192.0.2.45
+        # special-purpose ranges Python 3.11's is_global lets through (remote.SPECIAL), each version's own
+        ("192.0.0.8", False),
+        ("192.88.99.1", False),
+        ("5f00::1", False),
+        ("3fff::1", False),
+        ("fec0::1", False),
     ],
 )
 def test_which_addresses_are_public(address, public):
@@ -198,3 +213,50 @@ def test_names_and_literals_resolve_to_addresses():
     assert resolve("93.184.216.34") == [PUBLIC] and resolve("[::1]") == ["::1"]
     assert "127.0.0.1" in resolve("localhost")  # /etc/hosts: no network needed
     assert ascii_host("ＥＸＡＭＰＬＥ.com") == "example.com"  # UTS 46 maps full-width letters
+
+
+def test_a_size_refusal_names_the_size_when_known_and_the_flag_in_mebibytes():
+    assert too_big(30 << 20, 25 << 20) == (
+        "the audio is 31457280 bytes, over the 26214400-byte limit (--max-audio-mb 25 raises it)"
+    )
+    with pytest.raises(BadRequest) as refused:  # a fetch cut at the cap does not know the whole size
+        _serve(lambda r: httpx.Response(200, content=b"x" * ((1 << 20) + 1)), max_bytes=1 << 20)
+    assert str(refused.value) == "the audio is over the 1048576-byte limit (--max-audio-mb 1 raises it)"
+
+
+def test_the_environments_proxy_is_never_asked_the_checked_address_is_reached_itself(monkeypatch):
+    """httpx reads HTTP_PROXY unless told not to (trust_env): the proxy would be sent the clip's request
+    (and could reach another address than the one checked)."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    reached, servers = [], []
+
+    def server(body: bytes) -> int:  # (tests/helpers/serve.py's FakeUpstream would import torch for this)
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self):  # noqa: N802 - http.server's API
+                reached.append(body)
+                self.send_response(200)
+                self.send_header("content-length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args):
+                pass
+
+        servers.append(ThreadingHTTPServer(("127.0.0.1", 0), Handler))
+        threading.Thread(target=servers[-1].serve_forever, daemon=True).start()
+        return servers[-1].server_address[1]
+
+    origin, proxy = server(b"RIFF clip"), server(b"proxy")
+    for name in ("HTTP_PROXY", "http_proxy", "ALL_PROXY"):
+        monkeypatch.setenv(name, f"http://127.0.0.1:{proxy}")
+    for name in ("NO_PROXY", "no_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    url = f"http://127.0.0.1:{origin}/a.wav"
+    try:
+        assert asyncio.run(fetch(url, 64, allow_private=True, timeout_s=10.0)) == b"RIFF clip"
+    finally:
+        for httpd in servers:
+            httpd.shutdown()
+    assert reached == [b"RIFF clip"]
