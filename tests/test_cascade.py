@@ -7,15 +7,13 @@ import json
 import sys
 
 import pytest
+from helpers.cascade import CHORDS, TEMPO, naive_scores
+from helpers.cascade import cascade_sample as _sample
 
-from autagent.data.sample import Sample
 from autagent.reasoners import CachedReasoner, ReasonerConfig, build_reasoner
 from autagent.reasoners.cascade import CascadeReasoner, CascadeReasonerConfig, CascadeWeightsError
 from autagent.reasoners.cascade.layout import lay_out
 from autagent.reasoners.cascade.scoring import Prompt, pack_prompts, score_prompts
-
-TEMPO = {"tool": "tempo", "output": {"bpm": 90.0, "beats": []}, "backend": "b", "version": "v"}
-CHORDS = {"tool": "chords", "output": [{"start": 0.0, "end": 2.0, "chord": "A#:min"}], "backend": "b", "version": "v"}
 
 
 @pytest.fixture(scope="module")
@@ -28,24 +26,6 @@ def tiny_dir(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cascade(tiny_dir):
     return CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_dir), dtype="float32"))
-
-
-def _sample(question="How fast is the music?", choices=("90 BPM", "120 BPM", "slow", "fast"), sid="s"):
-    answer = choices[0] if choices else "fast"
-    return Sample(id=sid, audio="/nonexistent.wav", question=question, choices=tuple(choices), answer=answer)
-
-
-def _naive(model, prompt: Prompt) -> list[float]:
-    """Each choice's summed log-likelihood from its own full forward pass (no tree, no sharing)."""
-    import torch
-
-    context = [t for _, ids in prompt.pieces for t in ids]
-    scores = []
-    for ids in prompt.choices:
-        with torch.inference_mode():
-            logp = torch.log_softmax(model(torch.tensor([context + ids])).logits[0].float(), -1)
-        scores.append(float(sum(logp[len(context) - 1 + k, t] for k, t in enumerate(ids))))
-    return scores
 
 
 @pytest.mark.parametrize("block", [64, 5, 0])
@@ -63,7 +43,7 @@ def test_one_tree_pass_scores_like_separate_passes(cascade, block):
     for max_tokens in (10_000, 150):  # one pack, and several
         tree = score_prompts(cascade.model, prompts, max_tokens, block)
         for got, prompt in zip(tree, prompts):
-            assert got == pytest.approx(_naive(cascade.model, prompt), abs=1e-3)
+            assert got == pytest.approx(naive_scores(cascade.model, prompt), abs=1e-3)
 
 
 def test_choices_that_begin_alike_share_their_tokens(cascade):
@@ -80,7 +60,7 @@ def test_choices_that_begin_alike_share_their_tokens(cascade):
     assert len(pack.tokens) == sum(len(ids) for _, ids in prompt.pieces) + len(distinct)
     assert len(distinct) < sum(len(c) - 1 for c in prompt.choices)  # " about" is laid out once
     scores = score_prompts(cascade.model, [prompt, prompt], 10_000)
-    assert scores[0] == scores[1] == pytest.approx(_naive(cascade.model, prompt), abs=1e-3)
+    assert scores[0] == scores[1] == pytest.approx(naive_scores(cascade.model, prompt), abs=1e-3)
 
 
 def test_the_choice_with_the_higher_calibrated_score_wins(tiny_dir):
@@ -97,10 +77,10 @@ def test_the_choice_with_the_higher_calibrated_score_wins(tiny_dir):
             max_items=4,
             max_prompt_tokens=384,
         ).prompt
-        expected = _naive(reasoner.model, prompt)
+        expected = naive_scores(reasoner.model, prompt)
         if calibrate:
             neutral = Prompt([((2,), [2]), ("n", reasoner.encode("Answer:"))], prompt.choices)
-            expected = [a - b for a, b in zip(expected, _naive(reasoner.model, neutral))]
+            expected = [a - b for a, b in zip(expected, naive_scores(reasoner.model, neutral))]
         assert scores == pytest.approx(expected, abs=1e-3)
         (reply,) = reasoner.answer_many([(sample, [TEMPO])])
         assert reply.text == sample.choices[max(range(4), key=expected.__getitem__)]

@@ -8,14 +8,13 @@ import shutil
 import sys
 
 import pytest
+from helpers.cascade import CHORDS, TEMPO, naive_scores
+from helpers.cascade import cascade_sample as _sample
 
-from autagent.data.sample import Sample
 from autagent.reasoners import ReasonerConfig, build_reasoner
 from autagent.reasoners.cascade import CascadeReasoner, CascadeReasonerConfig
-from autagent.reasoners.cascade.scoring import Prompt, score_prompts
+from autagent.reasoners.cascade.scoring import score_prompts
 
-TEMPO = {"tool": "tempo", "output": {"bpm": 90.0, "beats": []}, "backend": "b", "version": "v"}
-CHORDS = {"tool": "chords", "output": [{"start": 0.0, "end": 2.0, "chord": "A#:min"}], "backend": "b", "version": "v"}
 CHATML = (
     "{% for m in messages %}{{ '<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n' }}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
@@ -69,23 +68,6 @@ def llama(llama_dir):
     return CascadeReasoner(CascadeReasonerConfig(model=str(llama_dir), dtype="float32"))
 
 
-def _sample(question="How fast is the music?", choices=("90 BPM", "120 BPM", "slow", "fast"), sid="s"):
-    return Sample(id=sid, audio="/nonexistent.wav", question=question, choices=tuple(choices), answer=choices[0])
-
-
-def _naive(model, prompt: Prompt) -> list[float]:
-    """Each choice's summed log-likelihood from its own full forward pass (no tree, no sharing)."""
-    import torch
-
-    context = [t for _, ids in prompt.pieces for t in ids]
-    scores = []
-    for ids in prompt.choices:
-        with torch.inference_mode():
-            logp = torch.log_softmax(model(torch.tensor([context + ids])).logits[0].float(), -1)
-        scores.append(float(sum(logp[len(context) - 1 + k, t] for k, t in enumerate(ids))))
-    return scores
-
-
 def test_model_loads_the_named_folder_not_gemma(llama_dir, tmp_path, monkeypatch):
     """With ``model:`` set, Gemma's package is never asked for (here it cannot be imported and its cache is
     empty: ignoring ``model:`` fails), and the model read is the folder's Llama."""
@@ -128,7 +110,7 @@ def test_tree_scoring_of_a_model_without_mask_mappings_is_exact(llama, block):
     prompts = [llama.lay_out(sample, r).prompt for r in (None, [TEMPO], [CHORDS, TEMPO], [CHORDS])]
     for max_tokens in (10_000, 60):
         for got, prompt in zip(score_prompts(llama.model, prompts, max_tokens, block), prompts):
-            assert got == pytest.approx(_naive(llama.model, prompt), abs=1e-3)
+            assert got == pytest.approx(naive_scores(llama.model, prompt), abs=1e-3)
 
 
 def test_two_models_never_share_an_answer(llama_dir, gemma_dir, tmp_path):
