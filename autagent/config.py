@@ -115,7 +115,8 @@ class RunConfig:
             raise ValueError(f"eval.add_tools: {clash} are already in tools.enabled")
         if self.checkpoint_every < 1:
             raise ValueError(f"checkpoint_every must be >= 1, got {self.checkpoint_every}")
-        if self.grpo.steps == 0 and not self.policy.init_from:
+        # an LM policy at 0 steps is its model as it starts: its zero-shot self, exported untrained (issue 65)
+        if self.grpo.steps == 0 and not self.policy.init_from and self.policy.kind != "lm":
             raise ValueError("grpo.steps: 0 trains nothing: it exports the plugin of policy.init_from unchanged")
         router = self.policy.router
         if self.reward.signal == "confidence" and not (self.policy.kind == "router" and router.objective == "expected"):

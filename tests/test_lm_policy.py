@@ -515,22 +515,23 @@ def test_a_static_cache_under_autocast_samples_as_the_dynamic_one(tiny_bench, tm
     assert drawn[0] == drawn[1] and max(len(ids) for ids in drawn[0]) > 1
 
 
-def test_the_warm_up_compiles_in_the_state_the_rollout_decodes_in(tiny_bench, tmp_path, monkeypatch):
+def test_the_warm_up_compiles_in_the_state_the_rollout_decodes_in(tiny_bench, tmp_path):
     """Compiled in the trainer's state (train mode, gradient checkpointing on), the decoder layers drop their
     cache, dynamo fails on them and falls back to eager for good (an H100 then decoded the 8.40 B shapes at
     63-75 ms a step).  The warm-up runs in eval mode with checkpointing off, and gives the state back."""
-    from autagent.policies.lm import decoding
+    from autagent.policies.lm.trainer import WarmUp
 
     seen = []
-    monkeypatch.setattr(
-        decoding, "warm_up", lambda model, *a: seen.append((model.training, model.is_activation_checkpointing))
+    trainer, processor, _ = grpo_trainer(
+        tiny_bench, tmp_path, silent_reward, **{"policy.lm.gradient_checkpointing": True}
     )
-    trainer, _, _ = grpo_trainer(tiny_bench, tmp_path, silent_reward, **{"policy.lm.gradient_checkpointing": True})
+    assert [type(c).__name__ for c in trainer.callback_handler.callbacks].count("_WarmUp") == 1
+    compile_step = lambda model, *a: seen.append((model.training, model.is_activation_checkpointing))  # noqa: E731
+    warm = WarmUp(processor, trainer.autagent_config.policy.lm, trainer, warm_up=compile_step)
     model = trainer.accelerator.unwrap_model(trainer.model)
     model.activation_checkpointing_enable()
     model.train()
-    for callback in trainer.callback_handler.callbacks:
-        callback.on_train_begin(trainer.args, trainer.state, trainer.control, model=trainer.model)
+    warm.on_train_begin(trainer.args, trainer.state, trainer.control, model=trainer.model)
     assert seen == [(False, False)]
     assert model.training and model.is_activation_checkpointing
 

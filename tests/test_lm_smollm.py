@@ -218,6 +218,7 @@ def test_the_run_records_time_per_step_and_exports_a_plugin_select_loads(trained
     seconds = metrics["training"]["step_seconds"]
     assert seconds["steps"] == 2 and set(seconds) >= {"generation", "reward", "loss_forward_backward"}
     assert metrics["methods"]["policy"]["n"] == 4
+    assert metrics["training"]["invalid_reasons"] == {}  # the config's answer grammar: every sampled reply parses
     manifest = json.loads((trained_plugin / "plugin" / "manifest.json").read_text())
     assert manifest["policy"] == "lm" and manifest["encoders"]["profile"]["weights_sha256"]
     sample = tiny_bench["test"][0]
@@ -287,3 +288,13 @@ def test_a_missing_model_package_or_a_wrong_digest_is_one_clear_error(tmp_path, 
         text.resolve_model(lm)
     with pytest.raises(text.TextModelError, match="unknown model package 'nope'"):
         text.resolve_model(LMPolicyConfig(model_id="gguf-package:nope", modality="text"))
+
+
+def test_zero_steps_is_the_lm_policys_zero_shot_start_and_still_refused_for_the_router():
+    """``--set grpo.steps=0`` exports the LM policy untrained (its zero-shot self, docs/results/lm_policy.md);
+    a router at 0 steps without a warm start still trains nothing and is refused."""
+    from autagent.config import load_config
+
+    assert load_config("experiments/smollm_lm.yaml", {"grpo.steps": 0}).grpo.steps == 0
+    with pytest.raises(ValueError, match="grpo.steps: 0 trains nothing"):
+        load_config("experiments/embedded_main.yaml", {"grpo.steps": 0})

@@ -128,7 +128,9 @@ class LMPolicyConfig:
     max_completion_length: int = 64
     """Tokens the agent may write (room for reasoning before <answer>)."""
     constrained_decoding: bool = False
-    """Restrict generation to valid <answer> lists; the same mask then applies to every log-probability."""
+    """Restrict generation to valid <answer> lists; the same mask then applies to every log-probability
+    (policy, old, reference).  A text policy's grammar reads ``reply_prefix`` in front of the completion and
+    closes the answer within ``max_completion_length`` tokens, so every reply it samples parses."""
     invalid_reward: float = -1.0
     """Reward of a completion whose <answer> cannot be parsed."""
     bf16: bool = True
@@ -166,11 +168,6 @@ class LMPolicyConfig:
             )
         if self.modality not in MODALITIES:
             raise ValueError(f"policy.lm.modality must be one of {list(MODALITIES)}, got {self.modality!r}")
-        if self.modality == "text" and self.constrained_decoding:
-            raise ValueError(
-                "policy.lm.constrained_decoding is the audio policy's; a text policy's reply starts with "
-                "reply_prefix and an unparseable one calls no tool (counted)"
-            )
         if self.profile_labels < 0:
             raise ValueError(f"policy.lm.profile_labels must be >= 0, got {self.profile_labels}")
         if self.loss_type not in LOSS_TYPES:

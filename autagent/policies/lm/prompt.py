@@ -82,19 +82,34 @@ class AnswerGrammar:
     As ``prefix_allowed_tokens_fn`` it restricts ``generate``; :meth:`allowed` gives the same set for
     any prefix, so the log-probability passes can apply exactly the mask sampling used.  Candidate
     tokens are the vocabulary entries made only of the grammar's characters.
+
+    ``given``: the part of the answer the prompt already holds (a text policy's reply starts with
+    ``<answer>``), read in front of every completion.  ``max_new``: the completion's token budget
+    (``policy.lm.max_completion_length``); with it a token is allowed only if the answer can still be
+    closed within the tokens left, so every completion sampled under the mask parses (without it a
+    long list runs out of tokens before ``</answer>`` and calls no tool).
     """
 
-    def __init__(self, tokenizer, prompt_length: int, num_tools: int):
+    def __init__(self, tokenizer, prompt_length: int, num_tools: int, given: str = "", max_new: int | None = None):
         self.tokenizer = tokenizer
         self.prompt_length = prompt_length
         self.num_tools = num_tools
+        self.given = given
+        self.max_new = max_new
         alphabet = set("<answer>/,") | set(string.digits)
         self.candidates = {}
         for token_id in range(len(tokenizer)):
             piece = tokenizer.decode([token_id])
             if piece and set(piece) <= alphabet:
                 self.candidates[token_id] = piece
+        self.pieces = set(self.candidates.values())
         self.eos = tokenizer.eos_token_id
+        self._allowed: dict[tuple[str, int | None], list[int]] = {}  # memo: the same prefixes recur in every group
+        if max_new is not None and self.closing_cost(given) > max_new:
+            raise ValueError(
+                f"policy.lm.max_completion_length {max_new} cannot hold the shortest answer "
+                f"({self.closing_cost(given)} tokens after {given!r})"
+            )
 
     def is_prefix(self, text: str) -> bool:
         head = "<answer>"
@@ -119,12 +134,49 @@ class AnswerGrammar:
             return False
         return "</answer>".startswith(tail)
 
+    def closing_cost(self, text: str) -> float:
+        """The fewest candidate tokens that turn ``text`` (a valid prefix) into a whole answer; inf when none do."""
+        head, close = "<answer>", "</answer>"
+        if len(text) < len(head):
+            return self.tokens_for(head[len(text) :] + close)
+        body = text[len(head) :]
+        end = body.find("<")
+        numbers, tail = (body, "") if end < 0 else (body[:end], body[end:])
+        if tail:
+            return self.tokens_for(close[len(tail) :])
+        parts = [p for p in numbers.split(",") if p]
+        if numbers and not numbers.endswith(",") and 1 <= int(parts[-1]) <= self.num_tools:
+            return self.tokens_for(close)  # the number being written is whole
+        if numbers and not numbers.endswith(","):
+            endings = [str(k)[len(parts[-1]) :] for k in range(1, self.num_tools + 1) if str(k).startswith(parts[-1])]
+        else:
+            endings = [str(k) for k in range(1, self.num_tools + 1) if str(k) not in parts] if numbers else [""]
+        return min((self.tokens_for(e + close) for e in endings), default=float("inf"))
+
+    def tokens_for(self, text: str) -> float:
+        """The fewest candidate tokens that spell ``text`` exactly (inf when they cannot)."""
+        best = [0.0] + [float("inf")] * len(text)
+        for j in range(1, len(text) + 1):
+            best[j] = min((best[i] + 1 for i in range(j) if text[i:j] in self.pieces), default=float("inf"))
+        return best[-1]
+
     def allowed(self, completion_ids) -> list[int]:
         """Token ids allowed after ``completion_ids`` (the tokens generated so far)."""
-        text = self.tokenizer.decode(list(completion_ids), skip_special_tokens=True)
+        text = self.given + self.tokenizer.decode(list(completion_ids), skip_special_tokens=True)
+        left = None if self.max_new is None else self.max_new - len(completion_ids) - 1  # after the next token
+        key = (text, left)
+        if key not in self._allowed:
+            self._allowed[key] = self._allowed_after(text, left)
+        return self._allowed[key]
+
+    def _allowed_after(self, text: str, left: int | None) -> list[int]:
         if text.endswith("</answer>") and parse_selection(text, range(self.num_tools)).valid:
             return [self.eos]
-        allowed = [t for t, piece in self.candidates.items() if self.is_prefix(text + piece)]
+        allowed = [
+            t
+            for t, piece in self.candidates.items()
+            if self.is_prefix(text + piece) and (left is None or self.closing_cost(text + piece) <= left)
+        ]
         return allowed or [self.eos]
 
     def __call__(self, batch_id: int, input_ids) -> list[int]:

