@@ -69,6 +69,27 @@ def main(argv=None) -> None:
         versus_router = difference(router, got) if router else "—"
         print(f"| {run.name} | {difference(zero, got)} | {difference(all_tools, got)} | {versus_router} |")
     print("\n(points; paired exact McNemar 95 % intervals over the test items)")
+    print(
+        "\n| Run | GRPO steps | s/step | sampling | reward | old+ref logps | loss fwd+bwd | training s | "
+        "evaluation s | total s | invalid replies (training) |\n|---|---|---|---|---|---|---|---|---|---|---|"
+    )
+    for run in (args.zero_shot, *args.trained):
+        print(timing(run))
+
+
+def timing(run: Path) -> str:
+    """One row of where ``run``'s time went (metrics.json: ``training.step_seconds``, ``timings.phases``) and how
+    many replies sampled in training did not parse (``training.invalid_reasons``)."""
+    metrics = json.loads((Path(run) / "metrics.json").read_text())
+    training, phases = metrics.get("training") or {}, metrics.get("timings", {}).get("phases", {})
+    per = training.get("step_seconds") or {}
+    split = [f"{per[k]:.1f}" if k in per else "—" for k in ("step", "generation", "reward")]
+    split += [f"{per[k]:.1f}" if k in per else "—" for k in ("reference_and_old_logps", "loss_forward_backward")]
+    invalid = sum((training.get("invalid_reasons") or {}).values())
+    total = f"{phases['total']:.0f}" if "total" in phases else "—"
+    cells = [run.name, str(training.get("steps", 0)), *split]
+    cells += [f"{phases.get('training', 0):.0f}", f"{phases.get('evaluation', 0):.0f}", total, str(invalid)]
+    return "| " + " | ".join(cells) + " |"
 
 
 if __name__ == "__main__":
