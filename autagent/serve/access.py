@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hmac
 
-from .protocol import ErrorResponse
+from .errors import ErrorResponse
 
 OPEN_PATHS = ("/health",)
 """Asked by load balancers without a key; it tells nothing but that the service is up."""

@@ -24,8 +24,8 @@ from fastapi.responses import HTMLResponse
 
 from .access import Guard
 from .chat import add_chat
+from .errors import ErrorResponse
 from .health import add_health
-from .protocol import ErrorResponse
 from .realtime import add_realtime
 from .select import add_select
 from .service import Service, internal_error

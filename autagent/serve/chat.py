@@ -20,8 +20,9 @@ from fastapi.responses import JSONResponse
 
 from ..reasoners.messages import BadRequest, last_user_content, text_of
 from .chat_call import ChatCall, answer_choice
+from .errors import ErrorResponse
 from .limits import Refused
-from .protocol import ChatRequest, ErrorResponse, openapi_body
+from .protocol import ChatRequest, openapi_body
 from .service import HeldStream, Service
 from .tool_calls import AgenticChat
 from .upstream import UpstreamError

@@ -35,6 +35,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 from ..reasoners.messages import FORMATS, MAX_CHOICES, BadRequest
+from .errors import ErrorResponse
 
 VLLM_EXTRAS = frozenset(
     {
@@ -378,45 +379,6 @@ def _inlined(schema: dict) -> dict:
         return node
 
     return inline(schema)
-
-
-class ErrorInfo(BaseModel):
-    """What went wrong, as OpenAI's API words it."""
-
-    message: str
-    """One line for the client: never a path, a URL of ours or a traceback (:func:`.service.internal_error`)."""
-    type: str
-    """The kind (``invalid_request_error``, ``rate_limit_error``, ``upstream_error``, ``internal_error``...)."""
-    param: str | None = None
-    """The request field at fault, when one is (``messages[0].content[1].input_audio.format``)."""
-    code: str | None = None
-    """A reason code a client may branch on (``client_disconnected``, ``missing_key``...)."""
-
-
-class ErrorResponse(BaseModel):
-    """Every refusal and failure the service answers, as OpenAI's API and vLLM's ``ErrorResponse`` shape
-    it (``{"error": {message, type, param, code}}``: what the ``openai`` SDK raises as an ``APIError``),
-    rendered by one class wherever it is sent: a JSON reply (:meth:`reply`) or a streamed reply's last
-    event (:meth:`event`)."""
-
-    error: ErrorInfo
-
-    @classmethod
-    def of(cls, message: str, kind: str, code: str | None = None, param: str | None = None) -> ErrorResponse:
-        return cls(error=ErrorInfo(message=message, type=kind, param=param, code=code))
-
-    def body(self) -> dict:
-        return self.model_dump()
-
-    def reply(self, status: int, headers: dict | None = None):
-        """The JSON reply of HTTP status ``status``."""
-        from fastapi.responses import JSONResponse
-
-        return JSONResponse(self.body(), status_code=status, headers=headers)
-
-    def event(self) -> str:
-        """The server-sent event a stream that fails mid-way ends with (then ``[DONE]``)."""
-        return f"data: {self.model_dump_json()}\n\n"
 
 
 ERROR = {

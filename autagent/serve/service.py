@@ -16,9 +16,9 @@ from tools.audio import AudioError
 
 from ..reasoners.messages import BadRequest, check_format, read_query
 from .chat_call import ChatCall, ReadClip
+from .errors import ErrorResponse
 from .limits import Arriving, AudioStore, Refused, SentClips, body_limit, clip_seconds, read_json
 from .options import ServeOptions
-from .protocol import ErrorResponse
 from .remote import fetch, format_of
 
 

@@ -129,6 +129,8 @@ async def upstream_messages(
                 **part["audio_url"],
                 "url": f"data:audio/{fmt};base64,{base64.b64encode(raw).decode()}",
             }
+    if mode == "drop" or _ready(out, rate, read, memo):  # nothing to decode
+        return for_upstream(out, mode, rate, policy, False, read, memo)
     return await asyncio.to_thread(for_upstream, out, mode, rate, policy, False, read, memo)
 
 
@@ -167,31 +169,41 @@ def for_upstream(
     return out
 
 
-def _send_part(where: str, part: dict, rate: int, policy: AudioPolicy, read: ReadClip | None = None, memo=None) -> None:
-    """The clip part checked against ``policy``, and re-encoded at ``rate`` where it is not so already
-    (the clip the service ``read``: from its stored file, unchecked)."""
+def _source(part: dict) -> tuple[dict, object, str, str | None]:
+    """(the object holding the clip, its base64 text, its format, its remote URL) of a clip part, as
+    sent: the text None for an ``audio_url`` that is not a data: URL."""
     if part["type"] == "input_audio":
         holder = part.get("input_audio")
         holder = holder if isinstance(holder, dict) else {}
-        data, fmt = holder.get("data"), str(holder.get("format", "")).lower()
-    else:
-        holder = part.get("audio_url")
-        holder = holder if isinstance(holder, dict) else {}
-        url = holder.get("url")
-        match = DATA_URL.match(url) if isinstance(url, str) else None
-        if read is not None and match is None and read.sent_as(None, "", _remote(part)):
-            _send_read(part, holder, rate, policy, read, memo, remote=True)
-            return
-        if match is None:
-            if _remote(part) is not None:
-                raise BadRequest(
-                    f"{where}: remote audio URLs are refused (start the service with --allow-remote-audio)"
-                )
-            raise BadRequest(f"{where}: audio_url must be a data: URL (or http(s) with --allow-remote-audio)")
-        data, fmt = match[2], MIME_FORMATS.get(match[1].lower(), match[1].lower())
-    if read is not None and read.sent_as(data, fmt, None):
-        _send_read(part, holder, rate, policy, read, memo)
+        return holder, holder.get("data"), str(holder.get("format", "")).lower(), None
+    holder = part.get("audio_url")
+    holder = holder if isinstance(holder, dict) else {}
+    url = holder.get("url")
+    match = DATA_URL.match(url) if isinstance(url, str) else None
+    if match is None:
+        return holder, None, "", _remote(part)
+    return holder, match[2], MIME_FORMATS.get(match[1].lower(), match[1].lower()), None
+
+
+def _ready(messages: list, rate: int, read: ReadClip | None, memo) -> bool:
+    """Whether every clip of ``messages`` is the clip the service ``read``, converted before: nothing to
+    decode, so no worker thread (a hop costs more than looking it up)."""
+    if read is None or memo is None or (Path(read.path).name, rate) not in memo:
+        return False
+    return all(read.sent_as(*_source(part)[1:]) for _, part in clip_parts(messages))
+
+
+def _send_part(where: str, part: dict, rate: int, policy: AudioPolicy, read: ReadClip | None = None, memo=None) -> None:
+    """The clip part checked against ``policy``, and re-encoded at ``rate`` where it is not so already
+    (the clip the service ``read``: from its stored file, unchecked)."""
+    holder, data, fmt, url = _source(part)
+    if read is not None and read.sent_as(data, fmt, url):
+        _send_read(part, holder, rate, policy, read, memo, remote=url is not None)
         return
+    if part["type"] == "audio_url" and data is None:
+        if url is not None:
+            raise BadRequest(f"{where}: remote audio URLs are refused (start the service with --allow-remote-audio)")
+        raise BadRequest(f"{where}: audio_url must be a data: URL (or http(s) with --allow-remote-audio)")
     if fmt not in FORMATS:
         raise BadRequest(f"{where}: the audio's format must be one of {sorted(FORMATS)}, got {fmt[:20]!r}")
     _put(part, holder, _checked(where, data, fmt, rate, policy))

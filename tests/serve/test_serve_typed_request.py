@@ -3,6 +3,7 @@ request, one typed error response.  Through HTTP, stand-in upstreams."""
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 from pathlib import Path
@@ -22,9 +23,10 @@ def test_the_clip_is_decoded_from_base64_once_a_request_and_converted_for_the_up
 ):
     """A 44.1 kHz stereo clip (resampled to 16 kHz mono for the upstream): its base64 text is decoded
     once per request (it was twice: by the service's reader and again on the way upstream), the
-    conversion is made from the stored clip once for its content, and the upstream gets the very
-    messages the audio policy makes of the request (:func:`for_upstream`); the same clip in an
-    earlier message of the conversation is the same clip."""
+    conversion is made from the stored clip once for its content (in a worker thread; a clip converted
+    before costs no thread hop), and the upstream gets the very messages the audio policy makes of the
+    request (:func:`for_upstream`); the same clip in an earlier message of the conversation is the
+    same clip."""
     from autagent.serve import upstream_audio
     from autagent.serve.upstream_audio import for_upstream
 
@@ -38,6 +40,10 @@ def test_the_clip_is_decoded_from_base64_once_a_request_and_converted_for_the_up
     )
     converted, decode = [], upstream_audio.decode
     monkeypatch.setattr(upstream_audio, "decode", lambda *a, **k: converted.append(1) or decode(*a, **k))
+    hops, to_thread = [], asyncio.to_thread
+    monkeypatch.setattr(
+        asyncio, "to_thread", lambda work, *a, **k: hops.append(work.__name__) or to_thread(work, *a, **k)
+    )
     echo = Upstream("echo")
     service = start_service(quiet, tmp_path / "service", upstream=echo.url)
     try:
@@ -50,6 +56,7 @@ def test_the_clip_is_decoded_from_base64_once_a_request_and_converted_for_the_up
         reply = httpx.post(service.url + "/v1/chat/completions", json={"model": "m", "messages": turn}, timeout=60)
         assert reply.status_code == 200, reply.text
         assert sum(decoded) == 1 and len(converted) == 1  # known by its text; converted before
+        assert hops.count("for_upstream") == 1  # nothing to decode the second time: no worker thread
         assert echo.seen[1]["messages"] == expected[1]
     finally:
         service.stop()
@@ -119,7 +126,7 @@ def test_every_refusal_and_failure_is_one_typed_error_response(quiet, tmp_path, 
     """A 400 (the field named), a 401 (no key), a 502 (the upstream broken) and an upstream failing
     mid-stream (the last event) all render :class:`ErrorResponse`, the shape the OpenAPI document
     publishes for every refusal."""
-    from autagent.serve.protocol import ErrorResponse
+    from autagent.serve.errors import ErrorResponse
 
     broken = Upstream("broken")
     service = start_service(quiet, tmp_path / "service", upstream=broken.url, api_key="sesame")
