@@ -390,3 +390,50 @@ def test_odd_frames_an_empty_reply_and_the_sessions_instructions(calls_plugin, t
     finally:
         empty.httpd.shutdown()
         echo.httpd.shutdown()
+
+
+def test_without_a_plugin_the_committed_audio_goes_to_the_upstream_as_one_wav_and_an_empty_buffer_is_refused(
+    tmp_path,
+):
+    """A service with no plugin (``serve/realtime_turn.py``'s bare turn): the appended PCM reaches the upstream
+    as one WAV clip of the same second, the answer carries no ``autagent`` block, the clip is let go, and a
+    commit of nothing is an error event (so is a response with nothing committed)."""
+    import base64
+    import io
+
+    import soundfile as sf
+    from helpers.serve import InThread
+
+    from autagent.config import load_config
+    from autagent.serve import build, create_app
+
+    echo = Upstream("echo")
+    config = load_config(None, {"answer_cache_dir": str(tmp_path / "answers"), "tools.cache_dir": str(tmp_path / "t")})
+    options = {"audio_dir": str(tmp_path / "audio"), "upstream_retries": 0, "upstream_timeout_s": 10}
+    built = build(config, upstream=echo.url, **options)
+    service = InThread(create_app(built))
+    pcm = (np.sin(np.arange(RATE) * 2 * np.pi * 440 / RATE) * 8000).astype(np.int16)
+    try:
+        client = Client(service.url)
+        client.send("session.update", session=SESSION)
+        client.until("session.updated")
+        client.ask()
+        client.stream(pcm)
+        done = client.answer()
+        assert done["response"]["status"] == "completed" and done["response"].get("autagent") in (None, {})
+        parts = echo.seen[-1]["messages"][0]["content"]
+        clip = [p for p in parts if p.get("type") == "input_audio"][0]["input_audio"]
+        samples, rate = sf.read(io.BytesIO(base64.b64decode(clip["data"])))
+        assert len(samples) == rate  # the second appended, whole (resampled as the upstream takes clips)
+        peak = np.argmax(np.abs(np.fft.rfft(samples)))  # bins of 1 Hz: the 440 Hz tone sent
+        assert abs(peak - 440) <= 1
+        assert built.audio_store._held == {}  # the clip held for the upstream call was let go
+
+        client.send("input_audio_buffer.commit")
+        assert "the audio buffer is empty" in client.until("error")[-1]["error"]["message"]
+        client.send("response.create")
+        assert "no committed audio" in client.until("error")[-1]["error"]["message"]
+        client.close()
+    finally:
+        service.stop()
+        echo.httpd.shutdown()
