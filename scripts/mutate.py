@@ -12,8 +12,9 @@ Docstrings, strings, raise statements and type annotations are left alone.
 
 Two sets: ``core`` (``make mutate``: the rewards, GRPO, plugin trust) and ``guards`` (``make
 mutate-guards``: what the README's newest claims stand on: the answer table's budget, cross-validation,
-the exact objective, the address checks of remote audio and the service's limits).  Each module runs
-the tests that exercise it directly (fast ones: a mutant costs one run of them).
+the exact objective, the address checks of remote audio, the service's limits and the plugin's
+signatures).  Each module runs the tests that exercise it directly (fast ones: a mutant costs one run
+of them; trust.py's include test_plugin.py, which exports a small plugin first).
 
 Every mutant's tests run in a process forked from one that has already imported the heavy third-party
 packages (torch, numpy, pytest...): no project module is imported before the fork, so each mutant is
@@ -68,6 +69,8 @@ SETS = {
         ],
         "autagent/serve/remote.py": ["tests/test_guards_remote.py"],
         "autagent/serve/limits.py": ["tests/test_guards_limits.py"],
+        # the plugin's signatures and confinement (issue 62: the verifier's key decides the algorithm)
+        "autagent/plugin/trust.py": ["tests/test_trust_kinds.py", "tests/test_plugin.py"],
     },
 }
 TARGETS = SETS["core"]  # what `make mutate` has always covered
