@@ -27,6 +27,7 @@ from ..reasoners.messages import with_records
 from ..reasoners.scripted import ScriptedError
 from ..reasoners.tool_loop import run_loop
 from ..reasoners.tool_messages import anchor_of
+from .chat_call import ChatCall
 from .limits import Refused
 from .upstream import UpstreamError
 
@@ -186,7 +187,8 @@ class ScriptedUpstream:
         with self.lock:
             return self.caller.complete(body)
 
-    async def complete(self, body: dict) -> dict:
+    async def complete(self, request) -> dict:
+        body = request.sent if isinstance(request, ChatCall) else request  # a chat request without --agentic
         try:
             return await asyncio.to_thread(self._complete, body)
         except ScriptedError as err:

@@ -155,3 +155,22 @@ def test_every_refusal_and_failure_is_one_typed_error_response(quiet, tmp_path, 
         service.stop()
         broken.httpd.shutdown()
     assert not list(Path(tmp_path / "service" / "audio").glob(".tmp-*"))
+
+
+def test_the_scripted_reasoner_without_agentic_takes_the_request_handed_down(quiet, tmp_path, melody_wav):
+    """``serve --reasoner scripted`` without ``--agentic``: the request handed down is read as its body."""
+    from helpers.serve import InThread
+
+    from autagent.config import load_config
+    from autagent.serve import build, create_app
+
+    config = load_config(None, {"answer_cache_dir": str(tmp_path / "answers"), "tools.executor": "local"})
+    built = build(config, reasoner="scripted", plugin=str(quiet), audio_dir=str(tmp_path / "audio"))
+    service = InThread(create_app(built))
+    try:
+        messages = chat_message(melody_wav[0], "Which note comes first?", ["A4", "C5", "E5", "G4"])
+        reply = httpx.post(service.url + "/v1/chat/completions", json={"model": "m", "messages": messages}, timeout=120)
+        assert reply.status_code == 200, reply.text
+        assert reply.json()["choices"][0]["message"]
+    finally:
+        service.stop()
