@@ -5,7 +5,9 @@ writes the GGUF.  Reading a GGUF through transformers dequantises every tensor a
 tokenizer (about a minute on two free cores, five on busy ones), so :func:`convert` does it once and
 keeps plain safetensors (bfloat16), a config and a fast tokenizer in ``cache_dir``; :func:`ensure_converted`
 rebuilds a missing or incomplete folder on first use.  The GGUF's SHA-256 is written beside them and
-is part of the reasoner's fingerprint.
+is part of the reasoner's fingerprint.  :func:`resolve_model` is the one way to any other model a spec
+names (a ``.gguf`` file, ``gguf-package:NAME`` pinned in :data:`KNOWN_PACKAGES`, a folder): the cascade's
+``reasoner.cascade.model`` and the LM policy's ``policy.lm.model_id`` both go through it.
 """
 
 from __future__ import annotations
