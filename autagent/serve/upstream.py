@@ -192,7 +192,8 @@ class LocalReasoner:
     def name(self) -> str:
         return f"{self.kind} (in process)"
 
-    def _answer(self, call: ChatCall) -> str:
+    def _answer(self, request: ChatCall | dict) -> str:
+        call = request if isinstance(request, ChatCall) else ChatCall(request)
         store, body, clip = self.store, call.sent, call.clip
         hold = (lambda raw, fmt: store.hold(raw, fmt, self.max_audio_bytes)) if store is not None else None
 

@@ -174,3 +174,14 @@ def test_the_scripted_reasoner_without_agentic_takes_the_request_handed_down(qui
         assert reply.json()["choices"][0]["message"]
     finally:
         service.stop()
+
+
+def test_the_clips_converted_for_the_upstream_stay_under_their_bound():
+    from autagent.serve.upstream_audio import Converted
+
+    memo = Converted(max_items=3, max_bytes=10)
+    for k in range(6):
+        memo[(f"{k}.wav", 16000)] = ("x" * 4,)
+        assert len(memo) <= 3 and memo.bytes <= 10
+    memo[("as-sent.wav", 16000)] = (None,)  # sent as it came: nothing held but the entry
+    assert memo.get(("5.wav", 16000)) == ("xxxx",) and memo.get(("0.wav", 16000)) is None
