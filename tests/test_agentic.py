@@ -293,7 +293,15 @@ def test_serve_agentic_in_front_of_the_scripted_caller(tmp_path, quiet_plugin, c
 
 def test_eval_runs_the_agentic_methods_and_with_no_rounds_agentic_answers_as_the_policy(tmp_path, tiny_bench):
     from autagent.config import load_config
-    from autagent.recipes.evaluate import run_eval
+    from autagent.reasoners import build_reasoner
+    from autagent.recipes.evaluate import Held, load_policy, score
+
+    def run_eval(config, out, plugin, samples, records, name):  # what a training run hands its scoring
+        reasoner = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
+        try:
+            return score(config, out, Held(samples, records, name, reasoner, load_policy(plugin, config), plugin))
+        finally:
+            reasoner.close()
 
     plugin = router_plugin(tmp_path / "p", [5.0, -5.0, -5.0, 5.0, -5.0, -5.0])  # always asr and tempo
     samples = tiny_bench["test"][:8]

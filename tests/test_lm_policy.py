@@ -128,18 +128,19 @@ def test_tiny_lm_trains_resumes_and_exports_a_plugin(tiny_lm_config, tiny_bench,
     resume from the last checkpoint (one more step actually run, not three from scratch), export, select."""
     from transformers import Qwen2AudioForConditionalGeneration
 
-    import autagent.reasoners
+    import autagent.recipes.train
     from autagent.cli import main
 
     config, run_dir = tiny_lm_config
     loads, builds = [], []
-    load, build = Qwen2AudioForConditionalGeneration.from_pretrained, autagent.reasoners.build_reasoner
+    load, build = Qwen2AudioForConditionalGeneration.from_pretrained, autagent.recipes.train.build_reasoner
     monkeypatch.setattr(
         Qwen2AudioForConditionalGeneration,
         "from_pretrained",
         lambda path, *a, **k: loads.append(str(path)) or load(path, *a, **k),
     )
-    monkeypatch.setattr(autagent.reasoners, "build_reasoner", lambda *a, **k: builds.append(a) or build(*a, **k))
+    # a training run builds its reasoner in recipes/train.py (its evaluation is handed it, and builds none)
+    monkeypatch.setattr(autagent.recipes.train, "build_reasoner", lambda *a, **k: builds.append(a) or build(*a, **k))
     written, replace = [], pathlib.Path.replace
 
     def counted(self, target):  # every manifest is written to a temporary file, then replaced into place

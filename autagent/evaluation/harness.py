@@ -231,6 +231,7 @@ def evaluate(
     check_methods(methods, tool_ids)
     plan: list[tuple[str, Callable[[], MethodResult]]] = []
     wanted = set(methods)
+    subsets = all_subsets(tool_ids, oracle_max_size)  # the subset oracles' candidates
     fixed = lambda sub: lambda: run_method(reasoner, samples, records, [sub] * len(samples))  # noqa: E731
     if "no_tool" in wanted or "policy" in wanted:
         plan.append(("no_tool", fixed(())))
@@ -250,7 +251,6 @@ def evaluate(
     plan += [(f"single:{t}", fixed((t,))) for t in singles]
     if "oracle_single" in wanted:
         plan.append(("oracle_single", lambda: oracle(reasoner, samples, records, [(t,) for t in tool_ids])))
-    subsets = all_subsets(tool_ids, oracle_max_size)
     # every subset's answers, computed once for both subset oracles (setdefault would compute them per call)
     answers = functools.cache(lambda: every_subset(reasoner, samples, records, subsets))
     if "oracle_subsets" in wanted:

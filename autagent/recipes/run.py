@@ -21,6 +21,7 @@ from tools.pool import ToolPool
 
 from ..config import ConfigError, RunConfig, to_dict
 from ..data.generator import generate, recorded_digest
+from ..data.loaders import load
 from ..data.sample import Sample
 
 log = logging.getLogger("autagent")
@@ -33,13 +34,14 @@ class Splits:
     test: list[Sample]
     test_name: str
     notes: list[str] = field(default_factory=list)
+    digest: str | None = None
+    """The embedded benchmark's recorded SHA-256 (:func:`data_digest`), read once its files are made;
+    None for dataset files."""
 
 
 def _load(path, config: RunConfig, limit, what: str, notes: list[str]) -> list[Sample]:
-    # looked up when called, not at import: a test patches it on its module
-    from ..data.loaders import load
-
-    loaded = load(path, config.data.format, limit, config.data.audio_wording, clip_check(config.tools.max_seconds))
+    check = clip_check(config.tools.max_seconds)
+    loaded = load(path, config.data.format, limit, config.data.audio_wording, check)
     note = f"{what}: {path} ({loaded.format}), {len(loaded.scorable)} of {loaded.rows} rows usable"
     if loaded.rejected:
         first = loaded.rejected[0]
@@ -57,7 +59,7 @@ def clip_check(max_seconds: float | None):
 
 
 def load_splits(config: RunConfig, need_train: bool = True) -> Splits:
-    data, notes = config.data, []
+    data, notes, digest = config.data, [], None
     if data.uses_files:
         if need_train and not data.train:
             raise ConfigError(
@@ -71,6 +73,7 @@ def load_splits(config: RunConfig, need_train: bool = True) -> Splits:
         }
     else:
         generated = generate(data.benchmark, progress=config.logging.progress)
+        digest = recorded_digest(data.benchmark.root)
         paths = {k: str(generated[k]) if k in generated else None for k in ("train", "dev", "test")}
         paths = {k: (v if need_train or k == "test" else None) for k, v in paths.items()}
         notes.append(f"embedded benchmark: {data.benchmark.root} (seed {data.benchmark.seed})")
@@ -94,9 +97,8 @@ def load_splits(config: RunConfig, need_train: bool = True) -> Splits:
         notes.append("test: none: the run trains and exports, and evaluates nothing")
     for note in notes:
         log.info(note)
-    return Splits(
-        loaded["train"], loaded["dev"], loaded["test"], Path(paths["test"]).stem if paths["test"] else "", notes
-    )
+    test_name = Path(paths["test"]).stem if paths["test"] else ""
+    return Splits(loaded["train"], loaded["dev"], loaded["test"], test_name, notes, digest)
 
 
 def data_digest(config: RunConfig) -> str | None:

@@ -26,9 +26,10 @@ from ..config import ConfigError, RunConfig, save_config
 from ..evaluation.phases import Clock, Phases, timings_of
 from ..evaluation.report import markdown_report
 from ..policies.lm.plan.report import refusal
-from .evaluate import run_eval
+from ..reasoners import build_reasoner
+from .evaluate import Held, score, wants_values
 from .pipeline import PolicyPipeline, TrainedPolicy
-from .run import Logger, RunContext, data_digest, distributed_state, load_splits, record_event, tool_records
+from .run import Logger, RunContext, distributed_state, load_splits, record_event, tool_records
 
 log = logging.getLogger("autagent")
 
@@ -75,7 +76,7 @@ def run_train(config: RunConfig, resume: bool = False, force: bool = False, eval
             return None
         try:
             pipeline.after_training(ctx, trained, phases)
-            metrics: dict = {"training": summary, "data_notes": ctx.splits.notes, "data_digest": data_digest(config)}
+            metrics: dict = {"training": summary, "data_notes": ctx.splits.notes, "data_digest": ctx.splits.digest}
             evaluation = None
             if ctx.splits.test and evaluate:
                 with phases("evaluation"):
@@ -138,9 +139,6 @@ def prepare(config: RunConfig, state, phases: Phases, evaluate: bool) -> tuple[R
     """Data, tool records and the reasoner, into the :class:`RunContext` a policy's recipe gets; and the two
     clocks on the reasoner (every answer asked, the answer cache's included; the answers computed).  Rank 0
     fills the data and tool caches and fetches the reasoner; the others then read them."""
-    # looked up when called, not at import: a test patches it on its module
-    from ..reasoners import build_reasoner
-
     with state.main_process_first():
         with phases("benchmark generation"):
             splits = load_splits(config)
@@ -167,28 +165,47 @@ def prepare(config: RunConfig, state, phases: Phases, evaluate: bool) -> tuple[R
 
 
 def evaluate_trained(ctx: RunContext, pipeline: PolicyPipeline, trained: TrainedPolicy) -> dict:
-    """The test split's evaluation right after training, with what is already in memory (the trained plugin
-    the pipeline gives, the reasoner); a transfer run (``eval_reasoner``) also scores the training reasoner on
-    its own plugin, and ``eval.add_tools`` the same plugin with more tools."""
-    config, splits, records, reasoner, run_dir = ctx.config, ctx.splits, ctx.records, ctx.reasoner, ctx.run_dir
-    plugin_dir, policy = trained.plugin_dir, pipeline.evaluated(trained, config)
-    own = {"policy": policy, "reasoner": reasoner}
-    test = (splits.test, records, splits.test_name)
+    """The test split's evaluation right after training, with what the run holds (the trained plugin the
+    pipeline gives, the splits, the tool records, the reasoner); a transfer run (``eval_reasoner``) also
+    scores the training reasoner on its own plugin, and ``eval.add_tools`` the same plugin with more tools."""
+    config, splits, run_dir = ctx.config, ctx.splits, ctx.run_dir
+    policy = pipeline.evaluated(trained, config)
+    train = splits.train[: config.eval.curve_train_queries] if wants_values(config, policy) else []
+    test = (splits.test, ctx.records, splits.test_name, ctx.reasoner)
+    held = Held(*test, policy, trained.plugin_dir, train, train_records=ctx.records, data_digest=splits.digest)
     if config.eval_reasoner is None:
-        metrics = run_eval(config, run_dir, plugin_dir, *test, **own)
+        metrics = score(config, run_dir, held)
     else:  # transfer: the other reasoner, and the training reasoner on its own plugin
-        metrics = run_eval(config, run_dir, plugin_dir, *test, policy=policy)
-        self_config = dataclasses.replace(config, eval_reasoner=None)
-        metrics["self"] = run_eval(self_config, run_dir / "self", plugin_dir, *test, **own)["methods"]
+        metrics = with_reasoner(config, run_dir, held)
+        metrics["self"] = score(dataclasses.replace(config, eval_reasoner=None), run_dir / "self", held)["methods"]
     if config.eval.add_tools:  # the held-out-tool experiment: the same plugin, more tools
-        tools = dataclasses.replace(config.tools, enabled=[*config.tools.tool_ids, *config.eval.add_tools])
-        added = dataclasses.replace(config, tools=tools, eval=dataclasses.replace(config.eval, add_tools=[]))
-        same_reasoner = reasoner if config.eval_reasoner is None else None
-        more = pipeline.evaluated(trained, added, more_tools=True)
-        test = (splits.test, None, splits.test_name)
-        methods = run_eval(added, run_dir / "added", plugin_dir, *test, policy=more, reasoner=same_reasoner)["methods"]
-        metrics["added_tools"] = {"tools": list(config.eval.add_tools), "methods": methods}
+        metrics["added_tools"] = {"tools": list(config.eval.add_tools), "methods": added_tools(ctx, pipeline, trained)}
     return metrics
+
+
+def added_tools(ctx: RunContext, pipeline: PolicyPipeline, trained: TrainedPolicy) -> dict:
+    """The methods' block of the same plugin with ``eval.add_tools`` enabled too, into ``<run>/added/`` (the
+    test records computed with those tools; a transfer run's own reasoner)."""
+    config, splits = ctx.config, ctx.splits
+    tools = dataclasses.replace(config.tools, enabled=[*config.tools.tool_ids, *config.eval.add_tools])
+    added = dataclasses.replace(config, tools=tools, eval=dataclasses.replace(config.eval, add_tools=[]))
+    more = pipeline.evaluated(trained, added, more_tools=True)
+    train = splits.train[: config.eval.curve_train_queries] if wants_values(added, more) else []
+    records, train_records = tool_records(added, splits.test), tool_records(added, train) if train else {}
+    test = (splits.test, records, splits.test_name, ctx.reasoner)
+    held = Held(*test, more, trained.plugin_dir, train, train_records, data_digest=splits.digest)
+    out_dir = ctx.run_dir / "added"
+    metrics = score(added, out_dir, held) if config.eval_reasoner is None else with_reasoner(added, out_dir, held)
+    return metrics["methods"]
+
+
+def with_reasoner(config: RunConfig, out_dir: Path, held: Held) -> dict:
+    """:func:`score` with a reasoner of its own (a transfer run's ``eval_reasoner``), built here and closed."""
+    reasoner = build_reasoner(config.eval_reasoner, config.answer_cache_dir, config.tools.max_seconds)
+    try:
+        return score(config, out_dir, dataclasses.replace(held, reasoner=reasoner))
+    finally:
+        reasoner.close()
 
 
 def write_metrics(ctx: RunContext, metrics: dict) -> None:
