@@ -354,3 +354,16 @@ def test_a_body_over_its_bytes_is_a_413_and_one_past_its_deadline_a_408_neither_
     assert error["message"] == "the request body did not arrive within 0.05 s"
     got, sent = _exchange({"type": "http", "method": "POST"}, [_part(b"{", True), GONE])
     assert "first" not in got and sent == []  # gone before its body was whole: nothing to answer
+
+
+def test_the_same_clip_held_twice_is_booked_once_and_a_clip_gone_before_it_is_booked_weighs_nothing(
+    tmp_path, monkeypatch
+):
+    import autagent.reasoners.messages as messages
+
+    store = AudioStore(tmp_path / "clips", 100)
+    a, again = _clip(store, 1), _clip(store, 1)  # the same bytes sent by two requests: one file
+    assert a == again and store.size == 10
+    monkeypatch.setattr(messages, "store_audio", lambda raw, fmt, folder, max_bytes: folder / "gone.wav")
+    store.hold(b"\x02" * 10, "wav")  # deleted (by another request's drop) before it was booked
+    assert store.size == 10
