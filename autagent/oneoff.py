@@ -18,12 +18,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from tools.audio import AudioError, load_audio
 from tools.pool import ToolPool
 
-from .api import run_tools
+from .api import load, run_tools
 from .data.loaders import DatasetError, read_rows
 from .data.sample import Sample
 from .plugin.dial import Dial, set_dial
+from .plugin.manifest import read_manifest
+from .reasoners import build_reasoner
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".aac", ".aif", ".aiff", ".wma", ".webm")
 """What ``select --batch DIR`` takes for a clip; other files in the folder are left alone."""
@@ -52,9 +55,6 @@ class Query:
 def check_clip(path: str, max_seconds: float | None = DEFAULT_MAX_SECONDS, where: str = "") -> str:
     """``path`` resolved, once it reads and decodes as audio (missing, empty, not audio, silent: an
     :class:`tools.audio.AudioError` naming the file, and ``where`` it came from)."""
-    # looked up when called, not at import: a test patches it on its module
-    from tools.audio import AudioError, load_audio
-
     if not str(path).strip():
         raise AudioError(where or "--audio", "no clip given")
     try:
@@ -162,14 +162,8 @@ def waiting(what: str):
 def load_plugin(directory, **kwargs):
     """:func:`autagent.api.load`, saying what it waits for (the encoders: a few seconds on a CPU); a folder
     that is no plugin, or not the pinned one, is refused before that."""
-    # looked up when called, not at import: a test patches it on its module
-    from .plugin.manifest import read_manifest
-
     read_manifest(directory, kwargs.get("expected_sha256"))
     with waiting(f"loading the plugin {directory} (its text and audio encoders)"):
-        # looked up when called, not at import: a test patches it on its module
-        from .api import load
-
         return load(directory, **kwargs)
 
 
@@ -314,10 +308,6 @@ def run_select(args) -> int:
 def run_answer(args, config, audio: str, choices: tuple[str, ...]) -> int:
     """``autagent answer`` once the clip and the choices are checked (:func:`check_clip`,
     :func:`check_choices`): load the plugin, select, run the tools, ask the reasoner; one JSON line."""
-    # looked up when called, not at import: a test patches it on its module
-    from .plugin.manifest import read_manifest
-    from .reasoners import build_reasoner
-
     config.tools, extra = run_tools(config.tools, read_manifest(args.plugin, args.plugin_sha256))
     heard_s = heard(audio, config.tools.max_seconds) if config.tools.max_seconds else None
     plugin = load_plugin(

@@ -46,12 +46,15 @@ def nothing_starts(monkeypatch):
     import ray
 
     import autagent.api
+    import autagent.oneoff
+    import autagent.recipes.evaluate
     import tools.pool
 
     def started(*args, **kwargs):
         raise AssertionError("started before checking its input")
 
-    monkeypatch.setattr(autagent.api, "load", started)
+    for module in (autagent.api, autagent.oneoff, autagent.recipes.evaluate):  # where it is called from
+        monkeypatch.setattr(module, "load", started)
     monkeypatch.setattr(tools.pool.ToolPool, "__init__", started)
     monkeypatch.setattr(ray, "init", started)
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from tools.audio import content_hash
+from tools.audio import content_hash, load_audio
 from tools.memo import BoundedMemo
 from tools.yamnet import SAMPLE_RATE, YamNet, model_digest
 
@@ -117,9 +117,6 @@ class AudioEncoder:
         }
 
     def encode_path(self, path: str) -> np.ndarray:
-        # looked up when called, not at import: a test patches it on its module
-        from tools.audio import content_hash, load_audio
-
         key = content_hash(path)
         profile = self._memo.get(key)
         if profile is None:

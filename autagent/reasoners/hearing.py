@@ -22,7 +22,7 @@ import hashlib
 import numpy as np
 
 from tools.arriving import Frames, PatchScores
-from tools.audio import content_hash
+from tools.audio import content_hash, load_audio
 from tools.memo import BoundedMemo
 from tools.yamnet import YamNet, class_names
 
@@ -43,9 +43,6 @@ class Listener:
 
     def listen(self, path: str) -> list[Fact]:
         """The facts heard in ``path`` (raises :class:`tools.audio.AudioError` for a clip that cannot be read)."""
-        # looked up when called, not at import: a test patches it on its module
-        from tools.audio import content_hash, load_audio
-
         key = content_hash(path)
         facts = self._memo.get(key)
         if facts is None:

@@ -26,7 +26,7 @@ import json
 import logging
 from dataclasses import asdict, dataclass
 
-from tools.audio import AudioError
+from tools.audio import AudioError, load_audio
 
 from ..data.sample import Sample
 from .base import Reply, fingerprint_of
@@ -142,9 +142,6 @@ class OpenAIConfig:
 
 def wav_base64(path: str, sample_rate: int = 16000) -> str:
     import soundfile as sf
-
-    # looked up when called, not at import: a test patches it on its module
-    from tools.audio import load_audio
 
     buffer = io.BytesIO()
     sf.write(buffer, load_audio(path, sample_rate, 30.0).samples, sample_rate, format="WAV", subtype="PCM_16")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
+from tools.audio import AudioError, load_audio
+
 from ..data.sample import Sample
 from .base import Reply, fingerprint_of
 from .prompts import render
@@ -67,9 +69,6 @@ class Qwen2AudioReasoner:
         return self.processor.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
 
     def answer_many(self, requests: list[tuple[Sample, list[dict] | None]]) -> list[Reply]:
-        # looked up when called, not at import: a test patches it on its module
-        from tools.audio import AudioError, load_audio
-
         replies: list[Reply] = [Reply(None, "not answered")] * len(requests)
         usable = []
         for i, (sample, records) in enumerate(requests):

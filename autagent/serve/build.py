@@ -11,6 +11,7 @@ from tools.pool import ToolPool
 
 from ..api import Plugin
 from ..config import ConfigError
+from ..reasoners import build_reasoner
 from ..reasoners.scripted import ScriptedCaller
 from .limits import AudioStore
 from .options import ServeOptions
@@ -41,9 +42,6 @@ def build(config, options: ServeOptions | None = None, **settings) -> Service:
         )
         backend.audio_policy = AudioPolicy.of(options, config.tools.max_seconds)  # every message's clips (issue 62)
     else:
-        # looked up when called, not at import: a test patches it on its module
-        from ..reasoners import build_reasoner
-
         reasoner = options.reasoner
         config.reasoner.kind = "embedded" if reasoner == "scripted" else reasoner
         built = build_reasoner(config.reasoner, config.answer_cache_dir, config.tools.max_seconds)
