@@ -12,13 +12,14 @@ decided, as a table for people and as JSON with ``--json``.
 from __future__ import annotations
 
 import json
+import math
 import sys
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from tools.audio import AudioError, load_audio
+from tools.audio import AudioError, length_past, load_audio
 from tools.pool import ToolPool
 
 from .api import load, run_tools
@@ -67,10 +68,6 @@ def check_clip(path: str, max_seconds: float | None = DEFAULT_MAX_SECONDS, where
 def heard(audio: str, max_seconds: float = DEFAULT_MAX_SECONDS, quiet: bool = False) -> float | None:
     """The seconds a clip longer than ``max_seconds`` is heard for (``tools_heard_s``: its first
     ``max_seconds``), said in one line on stderr unless ``quiet``; None for a clip heard whole."""
-    import math
-
-    from tools.audio import length_past
-
     length = length_past(audio, max_seconds)
     if length is None:
         return None
@@ -137,8 +134,6 @@ def read_batch(source: str, question: str | None, choices=()) -> list[Query]:
 
 def _checked(query: Query, where: str) -> Query:
     """``query`` with its clip resolved, or with the reason it cannot be used."""
-    from tools.audio import AudioError
-
     try:
         audio = check_clip(query.audio, where=where)
         return Query(audio, query.question, query.choices, heard_s=heard(audio, quiet=True))
