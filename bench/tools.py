@@ -63,6 +63,20 @@ def benchmark_clips(data: str, count: int, folder: Path) -> list[str]:
     return [s.audio for s in load_dataset(data)[:count]]
 
 
+def seconds_per_clip(runner, tool: str, clips: list[str], records: list | None = None) -> list[float]:
+    """Seconds of ``tool`` on each clip, one clip at a time through ``runner`` (no cache: computed fresh); the
+    caller loads the model first so a load is not counted.  The records go to ``records`` when given (to count
+    error records).  Shared with scripts/tool_seconds.py."""
+    seconds = []
+    for clip in clips:
+        started = time.perf_counter()
+        record = runner.run(tool, clip)
+        seconds.append(time.perf_counter() - started)
+        if records is not None:
+            records.append(record)
+    return seconds
+
+
 def asr_vad(clips: list[str]) -> None:
     """The ASR with its VAD (the default since revision 4) against without, in turn on each clip of
     one run: the ratio of their seconds, and how many records stayed the same."""
@@ -106,10 +120,7 @@ def main() -> None:
     print("per tool, clips per second:     one at a time   batched (8)   speed-up")
     for tool in SEVEN:
         runner.run_batch(tool, clips[:2])  # load the model
-        started = time.perf_counter()
-        for clip in clips:
-            runner.run(tool, clip)
-        one[tool] = time.perf_counter() - started
+        one[tool] = sum(seconds_per_clip(runner, tool, clips))
         started = time.perf_counter()
         for k in range(0, len(clips), 8):
             runner.run_batch(tool, clips[k : k + 8])
