@@ -157,7 +157,7 @@ bench: ## speed and cost measurements (print figures)
 mutate: ## mutation testing of the core modules (slow; prints the surviving mutants)
 	$(PY) scripts/mutate.py $(ARGS)
 
-mutate-guards: ## mutation testing of the answer table, cross-validation, the exact objective, remote audio's address checks and the service's limits (about 15 min; record in docs/results/records/mutation_guards.json)
+mutate-guards: ## mutation testing of the answer table, cross-validation, the exact objective, remote audio's address checks, the service's limits and the plugin's signature checks (about 35 min; record in docs/results/records/mutation_guards.json)
 	$(PY) scripts/mutate.py --set guards --timeout 60 --record docs/results/records/mutation_guards.json $(ARGS)
 
 clean:
