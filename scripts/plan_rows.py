@@ -95,8 +95,7 @@ def gpu_check_runs(records: dict | None = None) -> list[Run]:
     for name, record in records.items():
         if "error" in record or not record.get("phases") or check.RUNS.get(name, {}).get("shape") == "tiny":
             continue
-        folder = Path(tempfile.mkdtemp(prefix="plan-rows-"))
-        config = check.run_config(name, folder, record.get("settings"))
+        config = check.run_config(name, shapes_folder(name), record.get("settings"))
         runtime = Runtime(**record["runtime"]) if record.get("runtime") else BEFORE_MERGED_SAMPLING
         phases = {(int(key.split("/")[0]), key.split("/")[1]): figures for key, figures in record["phases"].items()}
         tokens = max(t["prompt_tokens"] for t in record["rollouts"])
@@ -104,6 +103,13 @@ def gpu_check_runs(records: dict | None = None) -> list[Run]:
         source = f"gpu_check.json at {record.get('commit') or '?'}"
         out.append(Run(name, config, tokens, runtime, deepspeed, source, phases))
     return out
+
+
+def shapes_folder(key: str) -> Path:
+    """Where a run's model shapes (the ``config.json`` the plan reads) are written: one fixed folder per run or
+    shape under the temporary directory, rewritten with the same content on every call (a fresh ``mkdtemp``
+    per call left 40 folders behind on every test run)."""
+    return Path(tempfile.gettempdir()) / "autagent-plan-rows" / key
 
 
 def issue33_runs(text: str | None = None) -> list[Run]:
@@ -120,7 +126,7 @@ def issue33_runs(text: str | None = None) -> list[Run]:
         cells = dict(zip(header, (cell.strip() for cell in line.strip("|").split("|"))))
         size = re.match(r"([\d.]+) B", cells["model"]).group(1)
         shape = {"2.09": "2b", "8.40": "7b"}[size]
-        folder = Path(tempfile.mkdtemp(prefix="plan-rows-"))
+        folder = shapes_folder(shape)
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "config.json").write_text(json.dumps({"model_type": "qwen2_audio", **check.shapes_of(shape)}))
         beta = float(cells["β"])

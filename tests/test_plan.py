@@ -12,6 +12,7 @@ import dataclasses
 import importlib.util
 import json
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -267,3 +268,14 @@ def test_the_new_masters_are_planned_for_new_runs(runs):
     assert "AdamW moments" not in {item for item, _, _ in new.peak(1, "sampling")[2]}
     assert new.peak(2, "sampling")[0] - new.peak(1, "sampling")[0] == pytest.approx(8 * p)
     assert MARGIN_GB * GB in [b for item, b, _ in new.peak(2, "sampling")[2] if item == "margin"]
+
+
+def test_reading_the_rows_leaves_no_temporary_folder_behind(rows, tmp_path, monkeypatch):
+    """The shapes' folders are fixed, one per run or shape: reading the rows twice adds nothing under the
+    temporary directory (each call used to leave a ``plan-rows-*`` folder per run)."""
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    for _ in range(2):
+        made = rows.gpu_check_runs() + rows.issue33_runs()
+    assert [p.name for p in tmp_path.iterdir()] == ["autagent-plan-rows"]
+    assert len(list((tmp_path / "autagent-plan-rows").iterdir())) <= len(made)
+    assert all(Path(r.config.policy.lm.model_id).parent == tmp_path / "autagent-plan-rows" for r in made)
