@@ -10,7 +10,7 @@ import pathlib
 import pytest
 import torch
 import yaml
-from helpers.lm import SIX, grpo_trainer, silent_reward
+from helpers.lm import SIX, CharTokenizer, grpo_trainer, silent_reward
 
 from autagent.policies.lm.prompt import AnswerGrammar, agent_prompt, parse_selection
 
@@ -42,22 +42,8 @@ def test_parse_selection(text, tools, valid):
     assert bool(selection.reason) is (not valid)
 
 
-class _CharTokenizer:
-    """A tokenizer of single characters (plus EOS), enough to drive the grammar."""
-
-    def __init__(self):
-        self.vocab = list("<answer>/,0123456789xyz ") + ["<eos>"]
-        self.eos_token_id = len(self.vocab) - 1
-
-    def __len__(self):
-        return len(self.vocab)
-
-    def decode(self, ids, skip_special_tokens=False):
-        return "".join(self.vocab[i] for i in ids if i != self.eos_token_id)
-
-
 def test_grammar_prefixes_and_allowed_sets():
-    grammar = AnswerGrammar(_CharTokenizer(), 0, 12)
+    grammar = AnswerGrammar(CharTokenizer(), 0, 12)
     ok = [
         "",
         "<ans",
@@ -71,7 +57,7 @@ def test_grammar_prefixes_and_allowed_sets():
     ]
     bad = ["x", "<answer>13", "<answer>1,1,", "<answer>,", "<answer>1,,", "<answer>1,</answer>", "<answer>0"]
     assert all(grammar.is_prefix(t) for t in ok) and not any(grammar.is_prefix(t) for t in bad)
-    tok = _CharTokenizer()
+    tok = CharTokenizer()
     done = [tok.vocab.index(c) for c in "<answer>3</answer>"]
     assert grammar.allowed(done) == [tok.eos_token_id]
     assert tok.vocab.index("x") not in grammar.allowed([])
@@ -80,7 +66,7 @@ def test_grammar_prefixes_and_allowed_sets():
 def test_masked_logprobs_are_the_distribution_sampling_used():
     from autagent.policies.lm.rollout import grammar_allowed, masked_logps
 
-    tok = _CharTokenizer()
+    tok = CharTokenizer()
     grammar = AnswerGrammar(tok, 0, 6)
     completion = [tok.vocab.index(c) for c in "<answer>2</answer>"] + [tok.eos_token_id]
     torch.manual_seed(0)

@@ -10,31 +10,15 @@ import random
 
 import pytest
 import torch
+from helpers.lm import CharTokenizer
 
 from autagent.policies.lm.prompt import AnswerGrammar, parse_selection
 
 SEVEN = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events", "speakers")
 
 
-class _CharTokenizer:
-    """A tokenizer of single characters (plus EOS), enough to drive the grammar."""
-
-    def __init__(self):
-        self.vocab = list("<answer>/,0123456789xyz ") + ["<eos>"]
-        self.eos_token_id = len(self.vocab) - 1
-
-    def __len__(self):
-        return len(self.vocab)
-
-    def decode(self, ids, skip_special_tokens=False):
-        return "".join(self.vocab[i] for i in ids if i != self.eos_token_id)
-
-    def ids(self, text: str) -> list[int]:
-        return [self.vocab.index(c) for c in text]
-
-
 def test_the_text_grammar_continues_the_reply_prefix_and_closes_within_the_budget():
-    tok = _CharTokenizer()
+    tok = CharTokenizer()
     budget = len("1,2</answer>")
     grammar = AnswerGrammar(tok, 0, 7, given="<answer>", max_new=budget)
     first = {tok.vocab[t] for t in grammar.allowed([])}

@@ -8,6 +8,23 @@ import torch
 SIX = ("asr", "emotion", "chords", "tempo", "pitch", "sound_events")
 
 
+class CharTokenizer:
+    """A tokenizer of single characters (plus EOS), enough to drive the grammar."""
+
+    def __init__(self):
+        self.vocab = list("<answer>/,0123456789xyz ") + ["<eos>"]
+        self.eos_token_id = len(self.vocab) - 1
+
+    def __len__(self):
+        return len(self.vocab)
+
+    def decode(self, ids, skip_special_tokens=False):
+        return "".join(self.vocab[i] for i in ids if i != self.eos_token_id)
+
+    def ids(self, text: str) -> list[int]:
+        return [self.vocab.index(c) for c in text]
+
+
 def grpo_trainer(tiny_bench, tmp_path, reward_fn, **overrides):
     """The trainer, its processor and its four samples (``overrides``: run config fields)."""
     from autagent.config import load_config
