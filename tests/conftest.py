@@ -117,6 +117,14 @@ def tiny_bench():
     return build()
 
 
+@pytest.fixture(scope="session")
+def tiny_gemma3_dir(tmp_path_factory):
+    """A tiny random Gemma 3 folder (the cascade's model class), built once a session; tests only read it."""
+    from autagent.testing.tiny_models import build_tiny_gemma3
+
+    return build_tiny_gemma3(tmp_path_factory.mktemp("tiny_gemma3"))
+
+
 def pytest_terminal_summary(terminalreporter):
     """How many of the tests against vLLM itself ran (tests/test_vllm.py; they skip without ``.venv-vllm``)."""
     counts = {}

@@ -17,15 +17,8 @@ from autagent.reasoners.cascade.scoring import Prompt, pack_prompts, score_promp
 
 
 @pytest.fixture(scope="module")
-def tiny_dir(tmp_path_factory):
-    from autagent.testing.tiny_models import build_tiny_gemma3
-
-    return build_tiny_gemma3(tmp_path_factory.mktemp("tiny_gemma3"))
-
-
-@pytest.fixture(scope="module")
-def cascade(tiny_dir):
-    return CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_dir), dtype="float32"))
+def cascade(tiny_gemma3_dir):
+    return CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_gemma3_dir), dtype="float32"))
 
 
 @pytest.mark.parametrize("block", [64, 5, 0])
@@ -63,10 +56,12 @@ def test_choices_that_begin_alike_share_their_tokens(cascade):
     assert scores[0] == scores[1] == pytest.approx(naive_scores(cascade.model, prompt), abs=1e-3)
 
 
-def test_the_choice_with_the_higher_calibrated_score_wins(tiny_dir):
+def test_the_choice_with_the_higher_calibrated_score_wins(tiny_gemma3_dir):
     sample = _sample()
     for calibrate in (True, False):
-        reasoner = CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_dir), dtype="float32", calibrate=calibrate))
+        reasoner = CascadeReasoner(
+            CascadeReasonerConfig(model_dir=str(tiny_gemma3_dir), dtype="float32", calibrate=calibrate)
+        )
         ((scores, _),) = reasoner.choice_scores([(sample, [TEMPO])])
         prompt = lay_out(
             reasoner.encode,
@@ -85,8 +80,8 @@ def test_the_choice_with_the_higher_calibrated_score_wins(tiny_dir):
         (reply,) = reasoner.answer_many([(sample, [TEMPO])])
         assert reply.text == sample.choices[max(range(4), key=expected.__getitem__)]
     # calibration changes which choice wins for some question on this model (it is not a no-op)
-    plain = CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_dir), dtype="float32", calibrate=False))
-    calibrated = CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_dir), dtype="float32"))
+    plain = CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_gemma3_dir), dtype="float32", calibrate=False))
+    calibrated = CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_gemma3_dir), dtype="float32"))
     samples = [_sample(choices=("a", "bb bb bb", "c c", "dddd"), question=f"Q{i}?", sid=str(i)) for i in range(6)]
     assert [r.text for r in plain.answer_many([(s, None) for s in samples])] != [
         r.text for r in calibrated.answer_many([(s, None) for s in samples])
@@ -105,18 +100,21 @@ def test_records_change_the_scores(cascade):
     assert text.startswith("[chords] 0.0-2.0 s Bbm\n[tempo] 90.0 BPM\nQuestion: Q?\nAnswer:")
 
 
-def test_fingerprint_names_the_model_and_the_scoring(tiny_dir, tmp_path):
+def test_fingerprint_names_the_model_and_the_scoring(tiny_gemma3_dir, tmp_path):
     from autagent.testing.tiny_models import build_tiny_gemma3
 
-    base = CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_dir))).fingerprint()
+    base = CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_gemma3_dir))).fingerprint()
     other_model = build_tiny_gemma3(tmp_path / "other", seed=1)
     assert CascadeReasoner(CascadeReasonerConfig(model_dir=str(other_model))).fingerprint() != base
-    assert CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_dir), calibrate=False)).fingerprint() != base
-    assert CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_dir), max_pack_tokens=4096)).fingerprint() == base
+    assert CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_gemma3_dir), calibrate=False)).fingerprint() != base
+    assert (
+        CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_gemma3_dir), max_pack_tokens=4096)).fingerprint()
+        == base
+    )
 
 
-def test_answers_are_cached_like_every_reasoners(tiny_dir, tmp_path):
-    config = ReasonerConfig(kind="cascade", cascade=CascadeReasonerConfig(model_dir=str(tiny_dir)))
+def test_answers_are_cached_like_every_reasoners(tiny_gemma3_dir, tmp_path):
+    config = ReasonerConfig(kind="cascade", cascade=CascadeReasonerConfig(model_dir=str(tiny_gemma3_dir)))
     first = build_reasoner(config, tmp_path)
     sample = _sample()
     answer = first.answer(sample, [TEMPO])
@@ -125,8 +123,8 @@ def test_answers_are_cached_like_every_reasoners(tiny_dir, tmp_path):
     assert isinstance(again, CachedReasoner) and again.answer(sample, [TEMPO]) == answer and again.hits == 1
 
 
-def test_records_longer_than_the_context_are_cut_with_a_note(tiny_dir):
-    reasoner = CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_dir), max_prompt_tokens=60))
+def test_records_longer_than_the_context_are_cut_with_a_note(tiny_gemma3_dir):
+    reasoner = CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_gemma3_dir), max_prompt_tokens=60))
     long_asr = {"tool": "asr", "output": {"text": "word " * 200, "segments": []}}
     (reply,) = reasoner.answer_many([(_sample(), [long_asr, TEMPO])])
     assert reply.text in _sample().choices and reply.error is None
@@ -146,7 +144,7 @@ def test_a_missing_model_package_is_one_clear_error(tmp_path, monkeypatch):
         CascadeReasoner(CascadeReasonerConfig(cache_dir=str(tmp_path / "cache")))
 
 
-def test_a_corrupt_gguf_or_model_folder_is_one_clear_error(tmp_path, tiny_dir):
+def test_a_corrupt_gguf_or_model_folder_is_one_clear_error(tmp_path, tiny_gemma3_dir):
     from autagent.reasoners.cascade.weights import convert
 
     bad = tmp_path / "bad.gguf"
@@ -156,8 +154,8 @@ def test_a_corrupt_gguf_or_model_folder_is_one_clear_error(tmp_path, tiny_dir):
     broken = tmp_path / "broken"
     broken.mkdir()
     for name in ("config.json", "tokenizer.json", "source.json"):
-        (broken / name).write_bytes((tiny_dir / name).read_bytes())
-    (broken / "model.safetensors").write_bytes((tiny_dir / "model.safetensors").read_bytes()[:100])
+        (broken / name).write_bytes((tiny_gemma3_dir / name).read_bytes())
+    (broken / "model.safetensors").write_bytes((tiny_gemma3_dir / "model.safetensors").read_bytes()[:100])
     with pytest.raises(CascadeWeightsError, match="cannot be loaded.*delete the folder"):
         CascadeReasoner(CascadeReasonerConfig(model_dir=str(broken)))
     (broken / "source.json").unlink()

