@@ -64,6 +64,23 @@ def test_batch_advantage_normalises_over_the_whole_batch():
     assert torch.equal(advantages(torch.ones(2, 3), "batch"), torch.zeros(2, 3))
 
 
+def test_centered_advantage_keeps_a_price_only_difference_at_the_prices_size():
+    """A group whose replies answer alike and differ only by the tool price (one reply calls no tool, five call
+    one at 0.05): ``centered`` keeps that 0.05 at its size beside a group where a tool fixes the answer, where
+    ``group`` makes both full-size (the text LM policy learned to call nothing under it, issue 65)."""
+    rewards = torch.tensor([[0.0, -0.05, -0.05, -0.05, -0.05, -0.05], [-0.05, 0.95, -0.05, -0.05, -0.05, -0.05]])
+    centered = advantages(rewards, "centered")
+    assert torch.allclose(centered, rewards - rewards.mean(dim=1, keepdim=True), atol=0, rtol=0)
+    assert torch.allclose(centered[0, 0], torch.tensor(0.05 * 5 / 6)) and torch.allclose(
+        centered[1, 1], torch.tensor(5 / 6)
+    )
+    group = advantages(rewards, "group")
+    assert torch.allclose(group[0, 0], group[1, 1], atol=0.02)  # the price alone as large as a fixed answer (2.2)
+    diff, binary = _rewards(BASE, TOOLS)
+    assert torch.allclose(advantages(diff, "centered"), advantages(binary, "centered"), atol=1e-7)
+    assert GRPOConfig(advantage="centered").advantage == "centered"
+
+
 def test_group_advantages_normalise_each_group():
     rewards = torch.tensor([[1.0, 0.0, -1.0, 0.0], [0.0, 0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0]])
     adv = group_advantages(rewards)

@@ -10,7 +10,12 @@ For a group of G tool subsets z_1..z_G sampled for one query from π_old, with r
   - ``reward`` (Algorithm 1, line 11): A_i = r_i.  The differential reward is its own baseline:
     on a query the reasoner already answers, a subset that keeps it right gets 0 and one that
     breaks it gets −1, where the binary reward gives +1 and 0;
-  - ``batch``: (r_i − mean_batch(r)) / (std_batch(r) + ε), over every completion of the step.
+  - ``batch``: (r_i − mean_batch(r)) / (std_batch(r) + ε), over every completion of the step;
+  - ``centered``: A_i = r_i − mean_group(r), Eq. 2 without its division (Dr. GRPO's reading, TRL's
+    ``scale_rewards="none"``).  Within a group it compares replies as ``group`` does (the two rewards
+    again give identical advantages), but a group whose replies differ only by the tool price keeps that
+    difference at the price's size, where ``group`` blows it up to a full-size advantage (docs/history.md:
+    the router, and the text LM policy of issue 65, learned to call nothing under ``group`` and a price).
 
 * credit (``policy.router.credit``, router only): ``subset`` gives the whole sampled subset one advantage, as
   the paper does; ``tool`` gives each tool decision its own, the counterfactual difference
@@ -37,7 +42,7 @@ from dataclasses import dataclass
 
 import torch
 
-ADVANTAGES = ("group", "reward", "batch")
+ADVANTAGES = ("group", "reward", "batch", "centered")
 
 MOVED_KEYS = {
     "grpo.credit": "policy.router.credit",
@@ -83,7 +88,8 @@ class GRPOConfig:
     advantage_epsilon: float = 1e-4
     """ε added to the std in the normalised estimators."""
     advantage: str = "reward"
-    """Advantage estimator: group (Eq. 2), reward (Algorithm 1: A = r) or batch; see the module docstring."""
+    """Advantage estimator: group (Eq. 2), reward (Algorithm 1: A = r), batch or centered (Eq. 2 without its
+    division by the group's spread); see the module docstring."""
 
     def __post_init__(self):
         if self.group_size < 2:
@@ -118,9 +124,11 @@ def batch_advantages(rewards: torch.Tensor, epsilon: float) -> torch.Tensor:
 
 
 def advantages(rewards: torch.Tensor, kind: str, epsilon: float = 1e-4) -> torch.Tensor:
-    """The advantage of each of ``[B, G]`` rewards under estimator ``kind`` (group | reward | batch)."""
+    """The advantage of each of ``[B, G]`` rewards under estimator ``kind`` (group | reward | batch | centered)."""
     if kind == "group":
         return group_advantages(rewards, epsilon)
+    if kind == "centered":
+        return rewards - rewards.mean(dim=1, keepdim=True)
     if kind == "reward":
         return rewards.clone()
     if kind == "batch":
