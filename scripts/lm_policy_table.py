@@ -17,14 +17,15 @@ from pathlib import Path
 from autagent.evaluation.paired import paired_difference
 
 
-def answers(run: Path, method: str) -> dict:
-    """``{item id: (correct, tools)}`` of ``method`` in ``run``'s predictions.jsonl."""
+def answers(run: Path, method: str, required: bool = True) -> dict:
+    """``{item id: (correct, tools)}`` of ``method`` in ``run``'s predictions.jsonl (empty when the run did
+    not evaluate it and it is not ``required``)."""
     found = {}
     for line in (Path(run) / "predictions.jsonl").read_text().splitlines():
         row = json.loads(line)
         if row["method"] == method:
             found[row["id"]] = (bool(row["correct"]), len(row["tools"]))
-    if not found:
+    if not found and required:
         raise SystemExit(f"{run}/predictions.jsonl: no rows of method {method!r}")
     return found
 
@@ -34,6 +35,16 @@ def row(name: str, got: dict) -> str:
     accuracy = 100 * sum(c for c, _ in got.values()) / n
     tools = sum(t for _, t in got.values()) / n
     return f"| {name} | {accuracy:.1f} | {tools:.2f} |"
+
+
+def seed_row(trained: dict) -> str:
+    """The trained seeds' mean accuracy and tools, with the seeds' standard deviation."""
+    import statistics
+
+    accuracy = [100 * sum(c for c, _ in got.values()) / len(got) for got in trained.values()]
+    tools = [sum(t for _, t in got.values()) / len(got) for got in trained.values()]
+    mean, spread, calls = statistics.mean(accuracy), statistics.stdev(accuracy), statistics.mean(tools)
+    return f"| SmolLM2 + GRPO, mean of {len(trained)} seeds (± sd) | {mean:.1f} ± {spread:.1f} | {calls:.2f} |"
 
 
 def difference(reference: dict, other: dict) -> str:
@@ -54,20 +65,25 @@ def main(argv=None) -> None:
     zero = answers(args.zero_shot, "policy")
     base = args.trained[0]
     no_tool, all_tools = answers(base, "no_tool"), answers(base, "all_tools")
+    asr = answers(base, "single:asr", required=False)  # the constant a trivial policy would match
     router = answers(args.router, "policy") if args.router else None
+    trained = {run.name: answers(run, "policy") for run in args.trained}
     print("| Method | Accuracy | Avg tools |\n|---|---|---|")
     print(row("No-Tool", no_tool))
     print(row("All-Tools", all_tools))
+    if asr:
+        print(row("ASR alone on every item (single:asr)", asr))
     print(row("SmolLM2 zero-shot (steps 0)", zero))
-    for run in args.trained:
-        print(row(f"SmolLM2 + GRPO, {run.name}", answers(run, "policy")))
+    for name, got in trained.items():
+        print(row(f"SmolLM2 + GRPO, {name}", got))
+    if len(trained) > 1:
+        print(seed_row(trained))
     if router:
         print(row(f"router ({args.router.name})", router))
-    print("\n| Trained run | vs zero-shot | vs All-Tools | vs router |\n|---|---|---|---|")
-    for run in args.trained:
-        got = answers(run, "policy")
-        versus_router = difference(router, got) if router else "—"
-        print(f"| {run.name} | {difference(zero, got)} | {difference(all_tools, got)} | {versus_router} |")
+    print("\n| Trained run | vs zero-shot | vs All-Tools | vs ASR alone | vs router |\n|---|---|---|---|---|")
+    for name, got in trained.items():
+        versus = [difference(ref, got) if ref else "—" for ref in (zero, all_tools, asr, router)]
+        print(f"| {name} | " + " | ".join(versus) + " |")
     print("\n(points; paired exact McNemar 95 % intervals over the test items)")
     print(
         "\n| Run | GRPO steps | s/step | sampling | reward | old+ref logps | loss fwd+bwd | training s | "
