@@ -3,17 +3,16 @@ one whose settings were all fixed before passes; a draw not frozen must say why.
 
 from __future__ import annotations
 
-import importlib.util
 import subprocess
 from pathlib import Path
+
+from helpers.scripts import load_script
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _module(root: Path):
-    spec = importlib.util.spec_from_file_location("check_frozen", ROOT / "scripts" / "check_frozen.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_script("check_frozen")
     module.ROOT = root
     return module
 

@@ -4,18 +4,9 @@ a LoRA checkpoint (issue 65's recipe choices on training items)."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-from pathlib import Path
 
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "lm_policy_probe.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("lm_policy_probe", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from helpers.scripts import load_script
 
 
 def test_the_probe_reports_the_plugins_own_greedy_choices_for_the_base_and_a_checkpoint(tiny_bench, tmp_path, capsys):
@@ -28,7 +19,7 @@ def test_the_probe_reports_the_plugins_own_greedy_choices_for_the_base_and_a_che
     from autagent.policies.lm.recipe import build_tiny_text_policy
     from autagent.policies.lm.text import load_tokenizer
 
-    probe = load_script()
+    probe = load_script("lm_policy_probe")
     model_dir = build_tiny_text_policy(tmp_path / "model")
     torch.manual_seed(3)
     adapted = get_peft_model(

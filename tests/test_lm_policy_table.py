@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
-
-SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "lm_policy_table.py"
-
-
-def load_script():
-    spec = importlib.util.spec_from_file_location("lm_policy_table", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from helpers.scripts import load_script
 
 
 def write_run(root: Path, name: str, methods: dict) -> Path:
@@ -40,7 +31,7 @@ def test_the_table_puts_the_trivial_constant_and_the_seeds_spread_beside_each_tr
         write_run(tmp_path, f"s{k}", {**shared, "policy": [(i < 20 + 4 * k, 1) for i in range(n)]}) for k in (0, 1, 2)
     ]
     zero = write_run(tmp_path, "zero", {**shared, "policy": [(i < 10, 1) for i in range(n)]})
-    load_script().main(["--trained", *map(str, seeds), "--zero-shot", str(zero)])
+    load_script("lm_policy_table").main(["--trained", *map(str, seeds), "--zero-shot", str(zero)])
     out = capsys.readouterr().out
     assert "| ASR alone on every item (single:asr) | 50.0 | 1.00 |" in out
     assert "| SmolLM2 + GRPO, mean of 3 seeds (± sd) | 60.0 ± 10.0 | 1.00 |" in out
@@ -56,7 +47,7 @@ def test_a_run_without_the_constant_leaves_its_column_empty_and_a_missing_method
     run = write_run(tmp_path, "s0", {**shared, "policy": [(True, 1)] * 4})
     zero = write_run(tmp_path, "zero", shared)
     with pytest.raises(SystemExit, match="zero/predictions.jsonl: no rows of method 'policy'"):
-        load_script().main(["--trained", str(run), "--zero-shot", str(zero)])
-    load_script().main(["--trained", str(run), "--zero-shot", str(run)])
+        load_script("lm_policy_table").main(["--trained", str(run), "--zero-shot", str(zero)])
+    load_script("lm_policy_table").main(["--trained", str(run), "--zero-shot", str(run)])
     out = capsys.readouterr().out
     assert "single:asr" not in out and "| s0 | +0.0 [+0.0, +0.0] | +0.0 [+0.0, +0.0] | — | — |" in out

@@ -9,14 +9,13 @@ configs fitting 80 GB cards."""
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
-import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 import torch
+from helpers.scripts import load_script
 
 from autagent.config import load_config
 from autagent.policies.lm.plan.arithmetic import GB, MAIN_64BB085, PHASES, plan_of, plan_training, setup_of
@@ -31,11 +30,7 @@ SHIPPED = [
 
 
 def _rows_module():
-    spec = importlib.util.spec_from_file_location("plan_rows", ROOT / "scripts" / "plan_rows.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclasses look their module up
-    spec.loader.exec_module(module)
-    return module
+    return load_script("plan_rows")
 
 
 @pytest.fixture(scope="module")
