@@ -283,7 +283,18 @@ def main() -> int:
     if not targets:
         print(f"--only {args.only}: not a module of the {args.set} set: {', '.join(SETS[args.set])}", file=sys.stderr)
         return 2
-    work = Path(args.keep or tempfile.mkdtemp(prefix="autagent-mutate-")) / "project"
+    # A copy of the project (3.4 GB with its test fixtures' links resolved): removed at the end unless --keep
+    # names where it lives, so a pass leaves nothing behind in the temporary folder, stopped or not.
+    scratch = None if args.keep else tempfile.mkdtemp(prefix="autagent-mutate-")
+    try:
+        return run_pass(args, targets, Path(args.keep or scratch) / "project")
+    finally:
+        if scratch is not None:
+            shutil.rmtree(scratch, ignore_errors=True)
+
+
+def run_pass(args, targets: dict, work: Path) -> int:
+    """Every mutant of ``targets`` tested in the working copy ``work`` (made here); prints and records the counts."""
     shutil.rmtree(work, ignore_errors=True)
     shutil.copytree(ROOT, work, ignore=top_level_outputs, symlinks=True)
     if (ROOT / ".cache").exists() and not (work / ".cache").exists():
