@@ -30,10 +30,14 @@ def answers(run: Path, method: str, required: bool = True) -> dict:
     return found
 
 
-def row(name: str, got: dict) -> str:
+def rates(got: dict) -> tuple[float, float]:
+    """Accuracy in points and tools per item of ``{item id: (correct, tools)}``."""
     n = len(got)
-    accuracy = 100 * sum(c for c, _ in got.values()) / n
-    tools = sum(t for _, t in got.values()) / n
+    return 100 * sum(c for c, _ in got.values()) / n, sum(t for _, t in got.values()) / n
+
+
+def row(name: str, got: dict) -> str:
+    accuracy, tools = rates(got)
     return f"| {name} | {accuracy:.1f} | {tools:.2f} |"
 
 
@@ -41,8 +45,7 @@ def seed_row(trained: dict) -> str:
     """The trained seeds' mean accuracy and tools, with the seeds' standard deviation."""
     import statistics
 
-    accuracy = [100 * sum(c for c, _ in got.values()) / len(got) for got in trained.values()]
-    tools = [sum(t for _, t in got.values()) / len(got) for got in trained.values()]
+    accuracy, tools = zip(*(rates(got) for got in trained.values()))
     mean, spread, calls = statistics.mean(accuracy), statistics.stdev(accuracy), statistics.mean(tools)
     return f"| SmolLM2 + GRPO, mean of {len(trained)} seeds (± sd) | {mean:.1f} ± {spread:.1f} | {calls:.2f} |"
 
